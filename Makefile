@@ -1,0 +1,132 @@
+# rseqkit - restartable sequences for Linux user space.
+#
+#   make                 library, tools            (build/lib, build/bin)
+#   make check           every test (TAP, prove)
+#   make bench           the benchmark
+#   make install PREFIX=/usr/local [DESTDIR=...]
+#   make CC=clang, make CC="gcc -m32"  (i386, with gcc-multilib)
+#
+# No configure step: optional features are detected by the compiler.
+
+CC       ?= gcc
+BUILD    ?= build
+PREFIX   ?= /usr/local
+OPT      ?= -O2
+CFLAGS   ?= $(OPT) -g
+WARN     := -Wall -Wextra -Werror
+BASEFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude -pthread $(CFLAGS)
+LDLIBS   += -pthread
+
+VERSION  := 0.1.0
+SOVER    := 0
+
+LIB_SRC  := $(wildcard src/*.c)
+LIB_HDR  := $(wildcard include/rseqkit/*.h include/rseqkit/arch/*.h) src/internal.h
+TOOLS    := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/rseqkit-*.c))
+TEST_C   := $(wildcard tests/*.c)
+TEST_SH  := $(wildcard tests/*.sh)
+TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%.t,$(TEST_C)) \
+            $(patsubst tests/%.sh,$(BUILD)/tests/%.t,$(TEST_SH))
+
+PIC_OBJ    := $(patsubst src/%.c,$(BUILD)/obj/pic/%.o,$(LIB_SRC))
+INJECT_OBJ := $(patsubst src/%.c,$(BUILD)/obj/inject/%.o,$(LIB_SRC))
+NOARM_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/noarm/%.o,$(LIB_SRC))
+
+STATIC   := $(BUILD)/lib/librseqkit.a
+SHARED   := $(BUILD)/lib/librseqkit.so.$(VERSION)
+# Tests link the injection build of the library (not installed).
+INJECT_LIB := $(BUILD)/lib/librseqkit-inject.a
+# Negative control: sections never arm their descriptor.
+NOARM_LIB  := $(BUILD)/lib/librseqkit-noarm.a
+
+.PHONY: all lib tools tests check bench install clean check-negative
+all: lib tools
+
+lib: $(STATIC) $(SHARED)
+tools: $(TOOLS)
+tests: $(TESTS)
+
+$(BUILD)/obj/pic/%.o: src/%.c $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/obj/inject/%.o: src/%.c $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT $(TEST_PIE) -c $< -o $@
+
+$(BUILD)/obj/noarm/%.o: src/%.c $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL $(TEST_PIE) -c $< -o $@
+
+$(STATIC): $(PIC_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(SHARED): $(PIC_OBJ) src/librseqkit.map
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -shared -Wl,-soname,librseqkit.so.$(SOVER) \
+		-Wl,--version-script=src/librseqkit.map -Wl,-z,defs -o $@ $(PIC_OBJ) $(LDLIBS)
+	ln -sf librseqkit.so.$(VERSION) $(BUILD)/lib/librseqkit.so.$(SOVER)
+	ln -sf librseqkit.so.$(SOVER) $(BUILD)/lib/librseqkit.so
+
+$(INJECT_LIB): $(INJECT_OBJ)
+	rm -f $@ && ar rcs $@ $^
+$(NOARM_LIB): $(NOARM_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+# i386 PIC code needs a register for the GOT; injection builds use
+# absolute addresses there so the asm keeps enough registers free.
+TEST_PIE := $(if $(findstring -m32,$(CC) $(CFLAGS)),-fno-pie,)
+TEST_LDPIE := $(if $(findstring -m32,$(CC) $(CFLAGS)),-no-pie,)
+
+$(BUILD)/bin/%: tools/%.c $(STATIC) $(LIB_HDR) $(wildcard tools/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(TOOL_LIBS_$*)
+
+$(BUILD)/tests/%.t: tests/%.c $(INJECT_LIB) $(LIB_HDR) $(wildcard tests/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT $(TEST_PIE) $(TEST_LDPIE) -o $@ $< $(INJECT_LIB) $(LDLIBS) $(TEST_LIBS_$*)
+
+$(BUILD)/tests/%.t: tests/%.sh
+	@mkdir -p $(@D)
+	cp $< $@ && chmod +x $@
+
+# Per-program extra libraries (libdl for the dlopen test, ...).
+TEST_LIBS_registration_dlopen := -ldl
+
+# Everything a test script may need, built before prove runs.
+TEST_DEPS := lib tools $(TESTS) $(NOARM_LIB) $(INJECT_LIB)
+
+check: $(TEST_DEPS)
+	BUILD=$(BUILD) CC="$(CC)" CFLAGS="$(CFLAGS)" prove --exec env $(TESTS)
+
+check-negative: $(TEST_DEPS)
+	BUILD=$(BUILD) CC="$(CC)" CFLAGS="$(CFLAGS)" prove --exec env $(BUILD)/tests/negative*.t
+
+bench: all
+	$(BUILD)/bin/rseqkit-bench $(BENCH_ARGS)
+
+PC_FILE := $(BUILD)/rseqkit.pc
+$(PC_FILE): Makefile
+	@mkdir -p $(@D)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+		'Name: rseqkit' 'Description: restartable sequences and per-CPU data for Linux' \
+		'Version: $(VERSION)' 'Cflags: -I$${includedir} -pthread' \
+		'Libs: -L$${libdir} -lrseqkit' 'Libs.private: -pthread' > $@
+
+install: all $(PC_FILE)
+	install -d $(DESTDIR)$(PREFIX)/include/rseqkit/arch $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man7
+	install -m 644 include/rseqkit/*.h $(DESTDIR)$(PREFIX)/include/rseqkit/
+	install -m 644 include/rseqkit/arch/*.h $(DESTDIR)$(PREFIX)/include/rseqkit/arch/
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf librseqkit.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/librseqkit.so.$(SOVER)
+	ln -sf librseqkit.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/librseqkit.so
+	install -m 644 $(PC_FILE) $(DESTDIR)$(PREFIX)/lib/pkgconfig/rseqkit.pc
+	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	for s in 1 3 7; do for f in man/*.$$s; do [ -e "$$f" ] && install -m 644 "$$f" $(DESTDIR)$(PREFIX)/share/man/man$$s/; done; done; true
+
+clean:
+	rm -rf $(BUILD)

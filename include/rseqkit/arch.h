@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/arch.h - selects the architecture layer.
+ *
+ * THE CONTRACT every include/rseqkit/arch/<arch>.h implements
+ * ----------------------------------------------------------
+ * Constants:
+ *   RSK_ARCH_NAME        "x86_64", "i386", ...
+ *   RSK_ARCH_SIGNATURE   the u32 placed before every abort handler; the
+ *                        value glibc registers with (RSEQ_SIG), since one
+ *                        registration per thread serves every section.
+ *   RSK_ARCH_NR_RSEQ     the rseq system call number.
+ *
+ * Functions (static inline, always inlined):
+ *   void *rsk_arch_thread_pointer(void);
+ *
+ *   For X in {cpu, cid} (the area field the section re-checks: cpu_id at
+ *   offset 4, mm_cid at offset 24), each returning 0 (committed),
+ *   1 (a compare failed, nothing stored) or -1 (aborted, or the index
+ *   was not `idx` when the section started: nothing stored):
+ *
+ *   rsk_arch_cmpstore_X(area, idx, v, expect, newv)
+ *       if (*v == expect) *v = newv;
+ *   rsk_arch_cmpcmpstore_X(area, idx, v, expect, v2, expect2, newv)
+ *       if (*v == expect && *v2 == expect2) *v = newv;
+ *   rsk_arch_cmpstorestore_X(area, idx, v, expect, v2, newv2, newv)
+ *       if (*v == expect) { *v2 = newv2; *v = newv; }   (*v2 speculative)
+ *   rsk_arch_cmpcopystore_X(area, idx, v, expect, dst, src, nwords, newv)
+ *       if (*v == expect) { copy nwords intptr_t words src -> dst; *v = newv; }
+ *   rsk_arch_add_X(area, idx, v, count)
+ *       *v += count;
+ *   rsk_arch_pop_X(area, idx, v, expectnot, offset, out)
+ *       if (*v != expectnot) { *out = *v; *v = *(intptr_t *)(*v + offset); }
+ *       else compare failed
+ *   rsk_arch_derefadd_X(area, idx, ptr, off, inc)
+ *       *(intptr_t *)(*ptr + off) += inc;
+ *
+ *   and _release_ variants of cmpstore, cmpstorestore and cmpcopystore
+ *   (rsk_arch_cmpstore_release_X ...) whose commit store is ordered after
+ *   every earlier load and store of the thread (a store-release), so that a
+ *   consumer on another CPU that acquires the committed word sees the data.
+ *
+ * Each operation is one asm statement from arming area->rseq_cs to the
+ * commit store, whose descriptor is emitted into __rseq_cs, listed in
+ * __rseq_cs_ptr_array, and whose early exits are listed as (start, exit)
+ * pairs in __rseq_exit_point_array - the sections that debuggers and
+ * DynamoRIO read.  Injection points RSK_INJECT_ASM(1..6) are in each.
+ */
+#ifndef RSEQKIT_ARCH_H
+#define RSEQKIT_ARCH_H
+
+#include <stdint.h>
+#include <rseqkit/abi.h>
+#include <rseqkit/inject.h>
+
+#define RSK_ARCH_INSIDE 1
+#if defined(__x86_64__) || defined(__i386__)
+#include <rseqkit/arch/x86.h>
+#else
+#error "rseqkit: no restartable-sequence layer for this architecture (supported: x86_64, i386)"
+#endif
+#undef RSK_ARCH_INSIDE
+
+#endif /* RSEQKIT_ARCH_H */

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/ops.h - the restartable primitive operations, portable form.
+ *
+ * Each operation is a complete critical section: it arms the thread's
+ * descriptor, re-checks that the thread still runs on index `idx` (the
+ * value rsk_index(mode) returned), performs its loads and compares and
+ * ends with one commit store.  If the thread is preempted, migrated or
+ * signalled before the commit, the kernel restarts it at the abort label
+ * and nothing was stored except the documented speculative stores (to
+ * memory that only becomes visible through the commit).
+ *
+ * Usage pattern (per-CPU counter):
+ *
+ *	for (;;) {
+ *		int cpu = rsk_index(RSK_INDEX_CPU);
+ *		if (cpu < 0) { slow path (atomics, a lock ...); break; }
+ *		if (rsk_add(RSK_INDEX_CPU, cpu, &count[cpu], 1) == RSK_OK)
+ *			break;
+ *	}
+ *
+ * Return value of every operation:
+ *	RSK_OK       committed
+ *	RSK_CMPFAIL  a compare failed, nothing was stored (not for add/derefadd)
+ *	RSK_ABORTED  restarted by the kernel, or idx was no longer current, or
+ *	             the thread cannot run sections: nothing was stored; retry
+ *	             with a fresh index.
+ *
+ * Ordering: the relaxed operations order nothing beyond the commit store
+ * itself.  The _release variants make the commit a store-release: a
+ * thread on another CPU that reads the committed word with acquire
+ * ordering sees every earlier store of the committing thread (the
+ * speculative ones included).  Precondition for all: `idx` came from
+ * rsk_index(mode) in the calling thread.
+ */
+#ifndef RSEQKIT_OPS_H
+#define RSEQKIT_OPS_H
+
+#include <stdint.h>
+#include <rseqkit/thread.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum rsk_result {
+	RSK_OK = 0,
+	RSK_CMPFAIL = 1,
+	RSK_ABORTED = -1,
+};
+
+/* Dispatch to the arch operation of the index field; mode is a constant
+ * at every call site, so this folds to one inlined asm section. */
+#define RSK_OP_DISPATCH(op, mode, idx, ...)                                   \
+	do {                                                                   \
+		struct rsk_abi_area *rsk_a_ = rsk_area();                      \
+		if (__builtin_expect(rsk_a_ == NULL, 0))                       \
+			return RSK_ABORTED;                                    \
+		if ((mode) == RSK_INDEX_CID)                                   \
+			return rsk_arch_##op##_cid(rsk_a_, (idx), __VA_ARGS__); \
+		return rsk_arch_##op##_cpu(rsk_a_, (idx), __VA_ARGS__);        \
+	} while (0)
+
+/* rsk_cmpstore - if (*v == expect) *v = newv. */
+static inline int rsk_cmpstore(enum rsk_index_mode mode, int idx, intptr_t *v,
+			       intptr_t expect, intptr_t newv)
+{
+	RSK_OP_DISPATCH(cmpstore, mode, idx, v, expect, newv);
+}
+
+/* rsk_cmpstore_release - rsk_cmpstore() with a store-release commit. */
+static inline int rsk_cmpstore_release(enum rsk_index_mode mode, int idx,
+				       intptr_t *v, intptr_t expect,
+				       intptr_t newv)
+{
+	RSK_OP_DISPATCH(cmpstore_release, mode, idx, v, expect, newv);
+}
+
+/* rsk_cmpcmpstore - if (*v == expect && *v2 == expect2) *v = newv. */
+static inline int rsk_cmpcmpstore(enum rsk_index_mode mode, int idx,
+				  intptr_t *v, intptr_t expect, intptr_t *v2,
+				  intptr_t expect2, intptr_t newv)
+{
+	RSK_OP_DISPATCH(cmpcmpstore, mode, idx, v, expect, v2, expect2, newv);
+}
+
+/* rsk_cmpstorestore - if (*v == expect) { *v2 = newv2; *v = newv; };
+ * the store to *v2 is speculative: it may happen even when the section
+ * aborts, so *v2 must be memory that only *v publishes. */
+static inline int rsk_cmpstorestore(enum rsk_index_mode mode, int idx,
+				    intptr_t *v, intptr_t expect,
+				    intptr_t *v2, intptr_t newv2, intptr_t newv)
+{
+	RSK_OP_DISPATCH(cmpstorestore, mode, idx, v, expect, v2, newv2, newv);
+}
+
+/* rsk_cmpstorestore_release - rsk_cmpstorestore(), store-release commit. */
+static inline int rsk_cmpstorestore_release(enum rsk_index_mode mode, int idx,
+					    intptr_t *v, intptr_t expect,
+					    intptr_t *v2, intptr_t newv2,
+					    intptr_t newv)
+{
+	RSK_OP_DISPATCH(cmpstorestore_release, mode, idx, v, expect, v2, newv2,
+			newv);
+}
+
+/* rsk_cmpcopystore - if (*v == expect) { copy nwords words src -> dst;
+ * *v = newv; }.  The copy is speculative (see rsk_cmpstorestore) and
+ * word-sized: dst and src must be intptr_t-aligned. */
+static inline int rsk_cmpcopystore(enum rsk_index_mode mode, int idx,
+				   intptr_t *v, intptr_t expect, intptr_t *dst,
+				   const intptr_t *src, size_t nwords,
+				   intptr_t newv)
+{
+	RSK_OP_DISPATCH(cmpcopystore, mode, idx, v, expect, dst, src,
+			(intptr_t)nwords, newv);
+}
+
+/* rsk_cmpcopystore_release - rsk_cmpcopystore(), store-release commit. */
+static inline int rsk_cmpcopystore_release(enum rsk_index_mode mode, int idx,
+					   intptr_t *v, intptr_t expect,
+					   intptr_t *dst, const intptr_t *src,
+					   size_t nwords, intptr_t newv)
+{
+	RSK_OP_DISPATCH(cmpcopystore_release, mode, idx, v, expect, dst, src,
+			(intptr_t)nwords, newv);
+}
+
+/* rsk_add - *v += count.  Never RSK_CMPFAIL. */
+static inline int rsk_add(enum rsk_index_mode mode, int idx, intptr_t *v,
+			  intptr_t count)
+{
+	RSK_OP_DISPATCH(add, mode, idx, v, count);
+}
+
+/* rsk_pop - if (*v != expectnot) { *out = *v; *v = *(intptr_t *)(*v +
+ * offset); }: unlinks the head of a singly linked list whose link is at
+ * byte `offset` in each node.  No ABA: the head cannot change between the
+ * load and the commit without restarting the section. */
+static inline int rsk_pop(enum rsk_index_mode mode, int idx, intptr_t *v,
+			  intptr_t expectnot, intptr_t offset, intptr_t *out)
+{
+	RSK_OP_DISPATCH(pop, mode, idx, v, expectnot, offset, out);
+}
+
+/* rsk_derefadd - *(intptr_t *)(*ptr + off) += inc: adds to a slot of an
+ * array reached through a pointer that another thread may swap (with a
+ * fence) between sections.  Never RSK_CMPFAIL. */
+static inline int rsk_derefadd(enum rsk_index_mode mode, int idx,
+			       intptr_t *const *ptr, intptr_t off,
+			       intptr_t inc)
+{
+	RSK_OP_DISPATCH(derefadd, mode, idx, ptr, off, inc);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RSEQKIT_OPS_H */

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/rseqkit.h - restartable sequences for Linux user space.
+ *
+ * The umbrella header: registration and identity (thread.h), the
+ * restartable primitive operations (ops.h).  See rseqkit(7).
+ */
+#ifndef RSEQKIT_RSEQKIT_H
+#define RSEQKIT_RSEQKIT_H
+
+#define RSEQKIT_VERSION_MAJOR 0
+#define RSEQKIT_VERSION_MINOR 1
+#define RSEQKIT_VERSION_PATCH 0
+
+#include <rseqkit/abi.h>
+#include <rseqkit/thread.h>
+#include <rseqkit/ops.h>
+
+#endif /* RSEQKIT_RSEQKIT_H */

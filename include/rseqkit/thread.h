@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/thread.h - registration, identity and the process-wide picture.
+ *
+ * Every function here is correct from its first call in any thread: the
+ * library initialises itself lazily (and idempotently) and registers the
+ * calling thread on first use if libc has not.  No function aborts the
+ * process: without rseq (old kernel, seccomp, valgrind, qemu-user) the
+ * accessors answer from sched_getcpu()/getcpu(2) and rsk_index() reports -1
+ * so that callers take their slow path.
+ */
+#ifndef RSEQKIT_THREAD_H
+#define RSEQKIT_THREAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <rseqkit/abi.h>
+#include <rseqkit/arch.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Which per-thread value a critical section indexes per-CPU data by. */
+enum rsk_index_mode {
+	RSK_INDEX_CPU = 0, /* cpu_id: one slot per possible CPU */
+	RSK_INDEX_CID = 1, /* mm_cid: dense, at most min(threads, CPUs) slots */
+};
+
+/* Who registered the calling process's rseq areas. */
+enum rsk_owner {
+	RSK_OWNER_NONE = 0,    /* rseq unavailable: everything takes slow paths */
+	RSK_OWNER_LIBC = 1,    /* glibc registered; rseqkit uses its area */
+	RSK_OWNER_LIBRARY = 2, /* rseqkit registers each thread itself */
+};
+
+/* The whole picture, filled by rsk_status(). */
+struct rsk_status {
+	bool available;		 /* rseq critical sections can run here */
+	const char *reason;	 /* why not (or how), for people; static string */
+	int error;		 /* errno of the failed probe or registration, or 0 */
+	enum rsk_owner owner;
+	unsigned feature_size;	 /* kernel's AT_RSEQ_FEATURE_SIZE (20 if absent) */
+	unsigned kernel_align;	 /* kernel's AT_RSEQ_ALIGN (32 if absent) */
+	unsigned registered_size; /* bytes of area registered (0 if none) */
+	bool mm_cid_available;	 /* mm_cid is written by the kernel */
+	bool node_id_available;	 /* node_id is written by the kernel */
+	bool membarrier_rseq;	 /* membarrier PRIVATE_EXPEDITED_RSEQ supported */
+	int possible_cpus;	 /* from /sys/devices/system/cpu/possible */
+	int thread_registered;	 /* 1 if the calling thread can run sections */
+	int thread_count;	 /* the calling thread's explicit registrations */
+};
+
+/* rsk_unregister() flag: drop every registration of the thread at once. */
+#define RSK_UNREGISTER_FORCE 1u
+
+/*
+ * Process-wide values read by the inline fast paths.  Not part of the API:
+ * use the functions below.  area_offset is the rseq area's offset from the
+ * thread pointer, 0 until the library is initialised; cid_ok is nonzero
+ * when mm_cid is written by the kernel.
+ */
+struct rsk_fast {
+	ptrdiff_t area_offset;
+	int cid_ok;
+};
+extern struct rsk_fast rsk_fast;
+
+/*
+ * rsk_init - initialise the library now (optional: every entry point does
+ * it on first use).  Returns 0; rseq being unavailable is not an error
+ * (see rsk_status()).  Safe to call any number of times from any thread.
+ */
+int rsk_init(void);
+
+/*
+ * rsk_status - fill *st with the process-wide picture and the calling
+ * thread's state.  Returns 0, or -EINVAL if st is NULL.
+ */
+int rsk_status(struct rsk_status *st);
+
+/* rsk_owner_name - "libc", "library" or "none". */
+const char *rsk_owner_name(enum rsk_owner owner);
+
+/*
+ * rsk_register - register the calling thread (counted).  The first call
+ * registers the thread if nobody has (libc-owned areas are adopted, never
+ * re-registered); each call adds one to the thread's count.  Returns 0,
+ * or a negative errno when this thread cannot use rseq (-ENOSYS, -EPERM,
+ * -EINVAL ...: the count is then unchanged and callers still work through
+ * slow paths).
+ */
+int rsk_register(void);
+
+/*
+ * rsk_unregister - undo one rsk_register(), or all of them with
+ * RSK_UNREGISTER_FORCE.  When the count reaches 0 and rseqkit owns the
+ * registration, the thread is unregistered from the kernel and stays so
+ * (critical sections then report -1 from rsk_index()) until the next
+ * rsk_register().  A libc-owned registration is never undone: libc needs
+ * it.  Returns 0, -EINVAL for an unknown flag or when the count is already
+ * 0 without RSK_UNREGISTER_FORCE, or a negative errno from the kernel.
+ */
+int rsk_unregister(unsigned flags);
+
+/*
+ * rsk_prepare_unload - call before dlclose() of code that ran critical
+ * sections: clears the calling thread's armed descriptor (the kernel would
+ * otherwise read a descriptor from unmapped memory at the next preemption
+ * and kill the thread) and stops the thread-exit hook of an unloading
+ * librseqkit.  Other threads that ran such sections must call it too, or
+ * be known to have been preempted since.
+ */
+void rsk_prepare_unload(void);
+
+/* rsk_possible_cpus - number of possible CPUs (ids are below it), >= 1. */
+int rsk_possible_cpus(void);
+
+/* Slow paths of the inline accessors below (exported for them). */
+int rsk_cpu_slow(void);
+int rsk_index_slow(enum rsk_index_mode mode);
+int rsk_mm_cid_slow(void);
+
+/* rsk_area - the calling thread's rseq area, or NULL before the library
+ * is initialised or when rseq is unavailable in this process. */
+static inline struct rsk_abi_area *rsk_area(void)
+{
+	ptrdiff_t off = __atomic_load_n(&rsk_fast.area_offset, __ATOMIC_RELAXED);
+
+	if (__builtin_expect(off == 0, 0))
+		return NULL;
+	return (struct rsk_abi_area *)((char *)rsk_arch_thread_pointer() + off);
+}
+
+static inline int32_t rsk_area_cpu_id(const struct rsk_abi_area *area)
+{
+	return (int32_t)__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED);
+}
+
+/*
+ * rsk_cpu - the CPU the calling thread runs on (it may move at any time).
+ * One load from the rseq area when the thread is registered; otherwise
+ * sched_getcpu().  Returns -1 only if the kernel cannot tell.
+ */
+static inline int rsk_cpu(void)
+{
+	struct rsk_abi_area *area = rsk_area();
+
+	if (__builtin_expect(area != NULL, 1)) {
+		int32_t cpu = rsk_area_cpu_id(area);
+		if (__builtin_expect(cpu >= 0, 1))
+			return cpu;
+	}
+	return rsk_cpu_slow();
+}
+
+/*
+ * rsk_cpu_start - cpu_id_start: the CPU at the start of the current
+ * section in the kernel's sense; always a valid CPU number.  Falls back
+ * to rsk_cpu() where the area is not registered.
+ */
+static inline int rsk_cpu_start(void)
+{
+	struct rsk_abi_area *area = rsk_area();
+
+	if (__builtin_expect(area != NULL, 1) && rsk_area_cpu_id(area) >= 0)
+		return (int)__atomic_load_n(&area->cpu_id_start, __ATOMIC_RELAXED);
+	return rsk_cpu_slow();
+}
+
+/*
+ * rsk_mm_cid - the calling thread's concurrency id: unique among the
+ * process's running threads, below min(threads, possible CPUs).  Where the
+ * kernel has no mm_cid (before 6.3) or the thread is not registered it
+ * returns the current CPU, which has the same uniqueness property (but is
+ * not dense): per-CPU data sized by possible CPUs stays correct.
+ */
+static inline int rsk_mm_cid(void)
+{
+	struct rsk_abi_area *area = rsk_area();
+
+	if (__builtin_expect(area != NULL && rsk_fast.cid_ok, 1) &&
+	    rsk_area_cpu_id(area) >= 0)
+		return (int)__atomic_load_n(&area->mm_cid, __ATOMIC_RELAXED);
+	return rsk_mm_cid_slow();
+}
+
+/* rsk_mm_cid_available - true when rsk_mm_cid() is the kernel's mm_cid. */
+bool rsk_mm_cid_available(void);
+
+/* rsk_node - the NUMA node of the current CPU (node_id, else getcpu(2)). */
+int rsk_node(void);
+
+/* rsk_node_id_available - true when the kernel writes node_id. */
+bool rsk_node_id_available(void);
+
+/*
+ * rsk_index - the index a critical section of the given mode must use now
+ * (cpu_id or mm_cid), or -1 if the calling thread cannot run critical
+ * sections (rseq unavailable, thread unregistered, or mm_cid asked for on a
+ * kernel without it): take a slow path then.
+ */
+static inline int rsk_index(enum rsk_index_mode mode)
+{
+	struct rsk_abi_area *area = rsk_area();
+
+	if (__builtin_expect(area != NULL, 1)) {
+		int32_t cpu = rsk_area_cpu_id(area);
+		if (mode == RSK_INDEX_CPU) {
+			if (__builtin_expect(cpu >= 0, 1))
+				return cpu;
+		} else if (cpu >= 0 && rsk_fast.cid_ok) {
+			return (int)__atomic_load_n(&area->mm_cid, __ATOMIC_RELAXED);
+		}
+	}
+	return rsk_index_slow(mode);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RSEQKIT_THREAD_H */

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* Library-private declarations shared by the runtime's files. */
+#ifndef RSEQKIT_INTERNAL_H
+#define RSEQKIT_INTERNAL_H
+
+#include <rseqkit/rseqkit.h>
+
+#define RSK_EXPORT __attribute__((visibility("default")))
+
+/* Process-wide facts, written once by rsk_init() (under its lock). */
+struct rsk_process {
+	int initialised;	/* acquire/release flag */
+	enum rsk_owner owner;
+	int error;		/* errno that made rseq unavailable */
+	const char *reason;
+	unsigned feature_size, kernel_align, registered_size;
+	int own_area;		/* library-owned: our TLS area, not libc's */
+	int possible_cpus;
+	int membarrier_rseq;
+};
+extern struct rsk_process rsk_process;
+
+void rsk_init_once(void);
+long rsk_sys_rseq(struct rsk_abi_area *area, uint32_t len, int flags);
+int rsk_read_possible_cpus(void);
+
+/* Per-thread state, reached only from slow paths (global-dynamic TLS, so
+ * the library can be dlopen'ed). */
+enum rsk_thread_state {
+	RSK_THREAD_NEW = 0,	/* not looked at yet */
+	RSK_THREAD_ACTIVE,	/* registered (by libc or by us) */
+	RSK_THREAD_OPTED_OUT,	/* explicitly unregistered */
+	RSK_THREAD_FAILED,	/* cannot run sections (reason in errno) */
+};
+/* Make sure the calling thread's state is decided; returns it. */
+enum rsk_thread_state rsk_thread_ensure(void);
+
+#endif

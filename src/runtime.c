@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Process-wide initialisation and per-thread registration.
+ *
+ * Who registers: if glibc registered the thread (__rseq_size != 0) we adopt
+ * its area - a second registration would fail, and glibc's sched_getcpu()
+ * uses it too.  Otherwise rseqkit registers each thread itself on first
+ * use: glibc's reserved area when glibc has one (it exists, at
+ * __rseq_offset, even when glibc.pthread.rseq=0 stopped glibc from
+ * registering it), else an area in our own TLS.  Either way every thread's
+ * area sits at one fixed offset from the thread pointer, which is what
+ * makes the inline fast path one load.
+ *
+ * The glibc symbols are weak references, not dlsym() look-ups: those fail
+ * in static binaries.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#include "internal.h"
+
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+extern const unsigned int __rseq_flags __attribute__((weak));
+
+RSK_EXPORT struct rsk_fast rsk_fast;
+struct rsk_process rsk_process;
+
+/* Our own area, for a libc without one (musl, glibc < 2.35).  64 bytes at
+ * 64-byte alignment holds every feature size and alignment kernels ask for
+ * (7.x: 33 bytes, 64-aligned). */
+struct own_area {
+	struct rsk_abi_area area;
+	unsigned char tail[32];
+} __attribute__((aligned(64)));
+static __thread struct own_area own_area = {
+	.area = { .cpu_id = (uint32_t)RSK_ABI_CPU_ID_UNINITIALIZED },
+};
+
+struct rsk_thread {
+	enum rsk_thread_state state;
+	int count;		/* explicit rsk_register() calls outstanding */
+	int error;		/* why FAILED */
+	int own_registered;	/* we made this thread's kernel registration */
+};
+static __thread struct rsk_thread self;
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t exit_key;
+static int exit_key_live;
+
+long rsk_sys_rseq(struct rsk_abi_area *area, uint32_t len, int flags)
+{
+	return syscall(RSK_ARCH_NR_RSEQ, area, len, flags, RSK_ARCH_SIGNATURE);
+}
+
+static void *thread_pointer(void)
+{
+	return rsk_arch_thread_pointer();
+}
+
+/* Thread exit: undo a registration we made (pthread key destructor). */
+static void thread_exit(void *unused)
+{
+	(void)unused;
+	if (self.own_registered) {
+		rsk_sys_rseq(rsk_area(), rsk_process.registered_size,
+			     RSK_ABI_FLAG_UNREGISTER);
+		self.own_registered = 0;
+	}
+	self.state = RSK_THREAD_OPTED_OUT;
+}
+
+static unsigned max_u(unsigned a, unsigned b)
+{
+	return a > b ? a : b;
+}
+
+static void decide_owner(struct rsk_process *p, ptrdiff_t *offset)
+{
+	long r;
+
+	if (&__rseq_size != NULL && __rseq_size != 0) {
+		p->owner = RSK_OWNER_LIBC;
+		/* glibc allocates at least 32 bytes even when it reports 20. */
+		p->registered_size = max_u(__rseq_size, RSK_ABI_LEGACY_LEN);
+		p->reason = "registered by libc";
+		*offset = __rseq_offset;
+		return;
+	}
+	r = rsk_sys_rseq(NULL, 0, 0);
+	if (r == 0 || errno != EINVAL) {
+		/* EINVAL is the answer of a kernel that has rseq. */
+		p->owner = RSK_OWNER_NONE;
+		p->error = r == 0 ? EINVAL : errno;
+		p->reason = p->error == ENOSYS ?
+			"rseq(2) not implemented (old kernel, valgrind, qemu-user or a seccomp filter)" :
+		p->error == EPERM ? "rseq(2) denied (EPERM: seccomp filter)" :
+				    "rseq(2) probe failed";
+		return;
+	}
+	p->owner = RSK_OWNER_LIBRARY;
+	p->own_area = &__rseq_offset == NULL ||
+		      (getenv("RSEQKIT_OWN_AREA") && getenv("RSEQKIT_OWN_AREA")[0] == '1');
+	if (p->own_area) {
+		unsigned align = max_u(p->kernel_align, RSK_ABI_LEGACY_ALIGN);
+		p->registered_size = max_u(p->feature_size, RSK_ABI_LEGACY_LEN);
+		if (align > _Alignof(struct own_area) ||
+		    p->registered_size > sizeof(struct own_area)) {
+			p->owner = RSK_OWNER_NONE;
+			p->error = EINVAL;
+			p->reason = "kernel asks for a larger rseq area than rseqkit has";
+			return;
+		}
+		*offset = (char *)&own_area.area - (char *)thread_pointer();
+		p->reason = "registered by rseqkit (own area)";
+	} else {
+		/* glibc's reserved area: 32 bytes, the form every kernel takes. */
+		p->registered_size = RSK_ABI_LEGACY_LEN;
+		*offset = __rseq_offset;
+		p->reason = "registered by rseqkit (libc's area)";
+	}
+	if (pthread_key_create(&exit_key, thread_exit) == 0)
+		exit_key_live = 1;
+}
+
+static void ctor_init(void) __attribute__((constructor));
+static void ctor_init(void)
+{
+	rsk_init_once();
+}
+
+void rsk_init_once(void)
+{
+	struct rsk_process *p = &rsk_process;
+	ptrdiff_t offset;
+	long mb;
+
+	if (__atomic_load_n(&p->initialised, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&init_lock);
+	if (p->initialised) {
+		pthread_mutex_unlock(&init_lock);
+		return;
+	}
+	int saved_errno = errno;
+	p->possible_cpus = rsk_read_possible_cpus();
+	p->feature_size = (unsigned)getauxval(RSK_ABI_AT_RSEQ_FEATURE_SIZE);
+	p->kernel_align = (unsigned)getauxval(RSK_ABI_AT_RSEQ_ALIGN);
+	if (p->feature_size == 0) /* before 6.3: the original ABI */
+		p->feature_size = RSK_ABI_ORIG_FEATURE_SIZE;
+	if (p->kernel_align == 0)
+		p->kernel_align = RSK_ABI_LEGACY_ALIGN;
+	mb = syscall(SYS_membarrier, RSK_ABI_MEMBARRIER_CMD_QUERY, 0, 0);
+	p->membarrier_rseq = mb > 0 && (mb & RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ);
+
+	/* Publish the offset only once everything else is decided: the
+	 * inline fast paths start using it as soon as it is nonzero. */
+	offset = 0;
+	decide_owner(p, &offset);
+	if (p->owner == RSK_OWNER_NONE)
+		offset = 0;
+	rsk_fast.cid_ok = p->owner != RSK_OWNER_NONE &&
+			  p->feature_size >= RSK_ABI_OFF_MM_CID + 4 &&
+			  p->registered_size >= RSK_ABI_OFF_MM_CID + 4;
+	__atomic_store_n(&rsk_fast.area_offset, offset, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);
+	errno = saved_errno;
+	pthread_mutex_unlock(&init_lock);
+}
+
+RSK_EXPORT int rsk_init(void)
+{
+	rsk_init_once();
+	return 0;
+}
+
+/* Decide the calling thread's state, registering it if that is our job. */
+static enum rsk_thread_state thread_activate(void)
+{
+	struct rsk_process *p = &rsk_process;
+	struct rsk_abi_area *area = rsk_area();
+
+	self.error = 0;
+	if (p->owner == RSK_OWNER_NONE || area == NULL) {
+		self.error = p->error ? p->error : ENOSYS;
+		return self.state = RSK_THREAD_FAILED;
+	}
+	if (rsk_area_cpu_id(area) >= 0)	/* libc's, or inherited over fork */
+		return self.state = RSK_THREAD_ACTIVE;
+	if (p->owner == RSK_OWNER_LIBC) {
+		/* glibc tried in this thread and failed (cpu_id == -2). */
+		self.error = EINVAL;
+		return self.state = RSK_THREAD_FAILED;
+	}
+	if (p->own_area && area != &own_area.area) {
+		/* Our TLS block is not at the process-wide offset in this
+		 * thread (a dlopen'ed copy's dynamic TLS): no fast path. */
+		self.error = EINVAL;
+		return self.state = RSK_THREAD_FAILED;
+	}
+	if (rsk_sys_rseq(area, p->registered_size, 0) != 0) {
+		self.error = errno;
+		return self.state = RSK_THREAD_FAILED;
+	}
+	self.own_registered = 1;
+	if (exit_key_live)
+		pthread_setspecific(exit_key, &self);
+	return self.state = RSK_THREAD_ACTIVE;
+}
+
+enum rsk_thread_state rsk_thread_ensure(void)
+{
+	if (__builtin_expect(self.state != RSK_THREAD_NEW, 1))
+		return self.state;
+	rsk_init_once();
+	int saved_errno = errno;
+	enum rsk_thread_state st = thread_activate();
+	errno = saved_errno;
+	return st;
+}
+
+RSK_EXPORT int rsk_index_slow(enum rsk_index_mode mode)
+{
+	struct rsk_abi_area *area;
+	int32_t cpu;
+
+	if (rsk_thread_ensure() != RSK_THREAD_ACTIVE || (area = rsk_area()) == NULL)
+		return -1;
+	cpu = rsk_area_cpu_id(area);
+	if (cpu < 0)
+		return -1;
+	if (mode == RSK_INDEX_CID)
+		return rsk_fast.cid_ok ? (int)__atomic_load_n(&area->mm_cid, __ATOMIC_RELAXED) : -1;
+	return mode == RSK_INDEX_CPU ? cpu : -1;
+}
+
+RSK_EXPORT int rsk_register(void)
+{
+	enum rsk_thread_state st = rsk_thread_ensure();
+
+	if (st == RSK_THREAD_OPTED_OUT) {
+		int saved_errno = errno;
+		st = thread_activate();
+		errno = saved_errno;
+	}
+	if (st != RSK_THREAD_ACTIVE)
+		return -(self.error ? self.error : ENOSYS);
+	self.count++;
+	return 0;
+}
+
+RSK_EXPORT int rsk_unregister(unsigned flags)
+{
+	if (flags & ~RSK_UNREGISTER_FORCE)
+		return -EINVAL;
+	rsk_thread_ensure();
+	if (flags & RSK_UNREGISTER_FORCE) {
+		self.count = 0;
+	} else {
+		if (self.count == 0)
+			return -EINVAL;
+		if (--self.count > 0)
+			return 0;
+	}
+	if (self.state == RSK_THREAD_ACTIVE && self.own_registered) {
+		if (rsk_sys_rseq(rsk_area(), rsk_process.registered_size,
+				 RSK_ABI_FLAG_UNREGISTER) != 0)
+			return -errno;
+		self.own_registered = 0;
+		self.state = RSK_THREAD_OPTED_OUT;
+	}
+	return 0;
+}
+
+RSK_EXPORT void rsk_prepare_unload(void)
+{
+	struct rsk_abi_area *area = rsk_area();
+
+	if (area != NULL)
+		__atomic_store_n(&area->rseq_cs, 0, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&init_lock);
+	if (exit_key_live) {
+		/* Our destructor is about to be unmapped: glibc must not call
+		 * it.  Threads registered by us stay registered until they exit
+		 * (the kernel drops the registration with the thread). */
+		pthread_key_delete(exit_key);
+		exit_key_live = 0;
+	}
+	pthread_mutex_unlock(&init_lock);
+}
+
+RSK_EXPORT const char *rsk_owner_name(enum rsk_owner owner)
+{
+	switch (owner) {
+	case RSK_OWNER_LIBC:
+		return "libc";
+	case RSK_OWNER_LIBRARY:
+		return "library";
+	default:
+		return "none";
+	}
+}
+
+RSK_EXPORT int rsk_status(struct rsk_status *st)
+{
+	const struct rsk_process *p = &rsk_process;
+
+	if (st == NULL)
+		return -EINVAL;
+	rsk_init_once();
+	memset(st, 0, sizeof(*st));
+	st->available = p->owner != RSK_OWNER_NONE;
+	st->reason = p->reason;
+	st->error = p->error;
+	st->owner = p->owner;
+	st->feature_size = p->feature_size;
+	st->kernel_align = p->kernel_align;
+	st->registered_size = st->available ? p->registered_size : 0;
+	st->mm_cid_available = rsk_fast.cid_ok != 0;
+	st->node_id_available = st->available && p->feature_size >= RSK_ABI_OFF_NODE_ID + 4;
+	st->membarrier_rseq = p->membarrier_rseq != 0;
+	st->possible_cpus = p->possible_cpus;
+	st->thread_registered = rsk_thread_ensure() == RSK_THREAD_ACTIVE;
+	st->thread_count = self.count;
+	return 0;
+}

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CPU topology.  Per-CPU arrays are sized from the *possible* CPU mask:
+ * sysconf(_SC_NPROCESSORS_*) and the online mask undercount (rr reports one
+ * CPU, hotplug adds CPUs later, some kernels number CPUs beyond the count).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include "internal.h"
+
+/* Highest id in a cpulist like "0-3,8-11" plus one; 0 on parse error. */
+static int cpulist_bound(const char *s)
+{
+	int bound = 0;
+
+	while (*s && *s != '\n') {
+		char *end;
+		long lo = strtol(s, &end, 10), hi;
+		if (end == s || lo < 0)
+			return 0;
+		hi = lo;
+		s = end;
+		if (*s == '-') {
+			hi = strtol(s + 1, &end, 10);
+			if (end == s + 1 || hi < lo)
+				return 0;
+			s = end;
+		}
+		if (hi + 1 > bound)
+			bound = (int)(hi + 1 > 1 << 20 ? 1 << 20 : hi + 1);
+		if (*s == ',')
+			s++;
+		else if (*s && *s != '\n')
+			return 0;
+	}
+	return bound;
+}
+
+int rsk_read_possible_cpus(void)
+{
+	char buf[4096];
+	ssize_t n = -1;
+	int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+	int bound = 0;
+
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	if (n > 0) {
+		buf[n] = '\0';
+		bound = cpulist_bound(buf);
+	}
+	if (bound <= 0) {
+		/* No sysfs (chroot, sandbox): the configured count is the best
+		 * left; indices are still bound-checked where they are used. */
+		long conf = sysconf(_SC_NPROCESSORS_CONF);
+		bound = conf > 0 ? (int)conf : 1;
+	}
+	return bound;
+}
+
+RSK_EXPORT int rsk_possible_cpus(void)
+{
+	rsk_init_once();
+	return rsk_process.possible_cpus;
+}
+
+/* getcpu(2) without glibc's wrapper (absent before 2.29). */
+static int sys_getcpu(unsigned *cpu, unsigned *node)
+{
+	return (int)syscall(SYS_getcpu, cpu, node, NULL);
+}
+
+RSK_EXPORT int rsk_cpu_slow(void)
+{
+	struct rsk_abi_area *area;
+	int cpu;
+
+	if (rsk_thread_ensure() == RSK_THREAD_ACTIVE && (area = rsk_area()) &&
+	    (cpu = rsk_area_cpu_id(area)) >= 0)
+		return cpu;
+	cpu = sched_getcpu();
+	if (cpu < 0) {
+		unsigned c;
+		cpu = sys_getcpu(&c, NULL) == 0 ? (int)c : -1;
+	}
+	return cpu;
+}
+
+RSK_EXPORT int rsk_mm_cid_slow(void)
+{
+	struct rsk_abi_area *area;
+
+	if (rsk_thread_ensure() == RSK_THREAD_ACTIVE && rsk_fast.cid_ok &&
+	    (area = rsk_area()) && rsk_area_cpu_id(area) >= 0)
+		return (int)__atomic_load_n(&area->mm_cid, __ATOMIC_RELAXED);
+	return rsk_cpu_slow();
+}
+
+RSK_EXPORT bool rsk_mm_cid_available(void)
+{
+	rsk_init_once();
+	return rsk_fast.cid_ok != 0;
+}
+
+RSK_EXPORT bool rsk_node_id_available(void)
+{
+	rsk_init_once();
+	return rsk_process.owner != RSK_OWNER_NONE &&
+	       rsk_process.feature_size >= RSK_ABI_OFF_NODE_ID + 4;
+}
+
+static int node_slow(void)
+{
+	unsigned cpu, node;
+
+	return sys_getcpu(&cpu, &node) == 0 ? (int)node : -1;
+}
+
+RSK_EXPORT int rsk_node(void)
+{
+	struct rsk_abi_area *area;
+
+	if (rsk_node_id_available() && rsk_thread_ensure() == RSK_THREAD_ACTIVE &&
+	    (area = rsk_area()) && rsk_area_cpu_id(area) >= 0)
+		return (int)__atomic_load_n(&area->node_id, __ATOMIC_RELAXED);
+	return node_slow();
+}
