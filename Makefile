@@ -25,7 +25,9 @@ LIB_HDR  := $(wildcard include/rseqkit/*.h include/rseqkit/arch/*.h) src/interna
 TOOLS    := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/rseqkit-*.c))
 TEST_C   := $(wildcard tests/*.c)
 TEST_SH  := $(wildcard tests/*.sh)
-TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%.t,$(TEST_C)) \
+# Tests with a negative-control twin (built with the descriptor never armed).
+NEGATIVE := $(BUILD)/tests/negative-primitives.t
+TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%.t,$(TEST_C)) $(NEGATIVE) \
             $(patsubst tests/%.sh,$(BUILD)/tests/%.t,$(TEST_SH))
 
 PIC_OBJ    := $(patsubst src/%.c,$(BUILD)/obj/pic/%.o,$(LIB_SRC))
@@ -70,8 +72,10 @@ $(SHARED): $(PIC_OBJ) src/librseqkit.map
 	ln -sf librseqkit.so.$(SOVER) $(BUILD)/lib/librseqkit.so
 
 $(INJECT_LIB): $(INJECT_OBJ)
+	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 $(NOARM_LIB): $(NOARM_OBJ)
+	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
 # i386 PIC code needs a register for the GOT; injection builds use
@@ -130,3 +134,8 @@ install: all $(PC_FILE)
 
 clean:
 	rm -rf $(BUILD)
+
+# The negative-control twin of a test: same source, descriptor never armed.
+$(BUILD)/tests/negative-%.t: tests/%.c $(NOARM_LIB) $(LIB_HDR) $(wildcard tests/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL $(TEST_PIE) $(TEST_LDPIE) -o $@ $< $(NOARM_LIB) $(LDLIBS)

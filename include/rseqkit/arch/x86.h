@@ -105,7 +105,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * store: a push could be cut in half by an abort). */
 #define RSK_INJECT_ASM(n)                                                      \
 	"mov" RSK_X86_SFX " %[tmp], %[injspill]\n\t"                           \
-	"movl " #n "*4+%[inj], %k[tmp]\n\t"                                    \
+	"movl %[inj" #n "], %k[tmp]\n\t"                                    \
 	"testl %k[tmp], %k[tmp]\n\t"                                           \
 	"jz 8f\n"                                                              \
 	"9:\n\t"                                                               \
@@ -115,7 +115,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	"mov" RSK_X86_SFX " %[injspill], %[tmp]\n\t"
 #define RSK_X86_INJECT_DECL intptr_t rsk_injspill;
 #define RSK_X86_INJECT_OUT  , [injspill] "=m"(rsk_injspill)
-#define RSK_X86_INJECT_IN   , [inj] "m"(rsk_inject_loops)
+#define RSK_X86_INJECT_IN                                                      \
+	, [inj1] "m"(rsk_inject_loops[1]), [inj2] "m"(rsk_inject_loops[2]),    \
+		[inj3] "m"(rsk_inject_loops[3]), [inj4] "m"(rsk_inject_loops[4])
 #else
 #define RSK_INJECT_ASM(n) ""
 #define RSK_X86_INJECT_DECL
