@@ -126,7 +126,11 @@ int rsk_mm_cid_slow(void);
  * is initialised or when rseq is unavailable in this process. */
 static inline struct rsk_abi_area *rsk_area(void)
 {
-	ptrdiff_t off = __atomic_load_n(&rsk_fast.area_offset, __ATOMIC_RELAXED);
+	/* A plain load, so the compiler may keep it in a register across a
+	 * loop: the offset is written once, by the library's constructor or
+	 * by the first call, before threads that use it exist (glibc's own
+	 * __rseq_offset is read the same way). */
+	ptrdiff_t off = rsk_fast.area_offset;
 
 	if (__builtin_expect(off == 0, 0))
 		return NULL;

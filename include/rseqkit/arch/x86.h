@@ -132,17 +132,18 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_X86_FN static inline __attribute__((always_inline)) int
 
 /*
- * One set of operations per index field.  X names the field (cpu, cid),
- * OFF is its byte offset in struct rsk_abi_area as a string.
+ * One set of operations per index field.  X names the variant (cpu, cid),
+ * OFF is the field's byte offset in struct rsk_abi_area as a string, FIELD
+ * its member name.
  */
-#define RSK_X86_DEFINE_OPS(X, OFF)                                             \
+#define RSK_X86_DEFINE_OPS(X, OFF, FIELD)                                             \
 	RSK_X86_FN rsk_arch_cmpstore_##X(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *v, intptr_t expect,         \
 					 intptr_t newv)                        \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
-		__asm__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
+		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
 				     RSK_X86_ARM "1:\n\t" RSK_INJECT_ASM(1)    \
 					     RSK_X86_CHECK_INDEX(OFF)          \
 						     RSK_INJECT_ASM(2)         \
@@ -171,7 +172,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
-		__asm__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
+		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
 				     RSK_X86_ARM "1:\n\t" RSK_INJECT_ASM(1)    \
 					     RSK_X86_CHECK_INDEX(OFF)          \
 						     RSK_INJECT_ASM(2)         \
@@ -204,7 +205,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
-		__asm__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
+		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
 				     RSK_X86_ARM "1:\n\t" RSK_INJECT_ASM(1)    \
 					     RSK_X86_CHECK_INDEX(OFF)          \
 						     RSK_INJECT_ASM(2)         \
@@ -238,7 +239,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
-		__asm__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
+		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
 				     RSK_X86_ARM "1:\n\t" RSK_INJECT_ASM(1)    \
 					     RSK_X86_CHECK_INDEX(OFF)          \
 						     RSK_INJECT_ASM(2)         \
@@ -277,16 +278,18 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
-		__asm__ goto(RSK_X86_DESCRIBE RSK_X86_ARM                      \
+		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_ARM                      \
 			     "1:\n\t" RSK_INJECT_ASM(1)                        \
 				     RSK_X86_CHECK_INDEX(OFF)                  \
 					     RSK_INJECT_ASM(2)                 \
 				     "add" RSK_X86_SFX " %[count], (%[v])\n\t" \
 			     "2:\n\t" RSK_X86_ABORT                            \
-			     : [tmp] "=&r"(tmp)RSK_X86_INJECT_OUT              \
+			     : [tmp] "=&r"(tmp), "+m"(*v),                     \
+			       "+m"(area->rseq_cs)RSK_X86_INJECT_OUT           \
 			     : [area] "r"(area), [idx] "rm"(idx), [v] "r"(v),  \
-			       [count] RSK_X86_ADDEND(count)RSK_X86_INJECT_IN  \
-			     : "memory", "cc"                                  \
+			       [count] RSK_X86_ADDEND(count),                  \
+			       "m"(area->FIELD)RSK_X86_INJECT_IN                \
+			     : "cc"                                            \
 			     : aborted);                                       \
 		return 0;                                                      \
 	aborted:                                                               \
@@ -299,7 +302,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
-		__asm__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
+		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
 				     RSK_X86_ARM "1:\n\t" RSK_INJECT_ASM(1)    \
 					     RSK_X86_CHECK_INDEX(OFF)          \
 						     RSK_INJECT_ASM(2)         \
@@ -330,7 +333,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
-		__asm__ goto(RSK_X86_DESCRIBE RSK_X86_ARM                      \
+		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_ARM                      \
 			     "1:\n\t" RSK_INJECT_ASM(1)                        \
 				     RSK_X86_CHECK_INDEX(OFF)                  \
 					     RSK_INJECT_ASM(2)                 \
@@ -381,5 +384,5 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_X86_IMM(x) "i"(x)
 #endif
 
-RSK_X86_DEFINE_OPS(cpu, "4")
-RSK_X86_DEFINE_OPS(cid, "24")
+RSK_X86_DEFINE_OPS(cpu, "4", cpu_id)
+RSK_X86_DEFINE_OPS(cid, "24", mm_cid)
