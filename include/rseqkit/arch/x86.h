@@ -129,14 +129,46 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_X86_STORE(dst) "mov" RSK_X86_SFX " %[tmp], " dst "\n\t"
 #define RSK_X86_CMP(val) "cmp" RSK_X86_SFX " " val ", %[tmp]\n\t"
 
+/*
+ * The copy of cmpcopystore: whole words, last to first.  x86-64 indexes by
+ * a counter register; i386 has too few registers for that next to the
+ * section's own, so it walks the pointers and keeps the count in memory.
+ */
+#ifdef __x86_64__
+#define RSK_X86_COPY                                                           \
+	"testq %[n], %[n]\n\t"                                                 \
+	"jz 6f\n"                                                              \
+	"7:\n\t"                                                               \
+	"movq -8(%[src], %[n], 8), %[tmp]\n\t"                                 \
+	"movq %[tmp], -8(%[dst], %[n], 8)\n\t"                                 \
+	"decq %[n]\n\t"                                                        \
+	"jnz 7b\n"                                                             \
+	"6:\n\t"
+#define RSK_X86_COPY_OUT [n] "+&r"(nwords)
+#define RSK_X86_COPY_IN	 , [dst] "r"(dst), [src] "r"(src)
+#else
+#define RSK_X86_COPY                                                           \
+	"cmpl $0, %[n]\n\t"                                                    \
+	"jz 6f\n"                                                              \
+	"7:\n\t"                                                               \
+	"movl (%[src]), %[tmp]\n\t"                                            \
+	"movl %[tmp], (%[dst])\n\t"                                            \
+	"addl $4, %[src]\n\t"                                                  \
+	"addl $4, %[dst]\n\t"                                                  \
+	"decl %[n]\n\t"                                                        \
+	"jnz 7b\n"                                                             \
+	"6:\n\t"
+#define RSK_X86_COPY_OUT [n] "+m"(nwords), [src] "+&r"(src), [dst] "+&r"(dst)
+#define RSK_X86_COPY_IN
+#endif
+
 #define RSK_X86_FN static inline __attribute__((always_inline)) int
 
 /*
  * One set of operations per index field.  X names the variant (cpu, cid),
- * OFF is the field's byte offset in struct rsk_abi_area as a string, FIELD
- * its member name.
+ * OFF is the field's byte offset in struct rsk_abi_area as a string.
  */
-#define RSK_X86_DEFINE_OPS(X, OFF, FIELD)                                             \
+#define RSK_X86_DEFINE_OPS(X, OFF)                                             \
 	RSK_X86_FN rsk_arch_cmpstore_##X(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *v, intptr_t expect,         \
 					 intptr_t newv)                        \
@@ -246,24 +278,17 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 							     RSK_X86_LOAD("(%[v])") \
 								     RSK_X86_CMP("%[expect]") \
 			     "jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)           \
-			     "test" RSK_X86_SFX " %[n], %[n]\n\t"              \
-			     "jz 6f\n"                                         \
-			     "7:\n\t" RSK_X86_LOAD(                            \
-				     "-" RSK_X86_WORD "(%[src], %[n], " RSK_X86_WORD ")") \
-				     RSK_X86_STORE("-" RSK_X86_WORD            \
-						   "(%[dst], %[n], " RSK_X86_WORD ")") \
-			     "dec" RSK_X86_SFX " %[n]\n\t"                     \
-			     "jnz 7b\n"                                        \
+			     RSK_X86_COPY                                      \
 			     "6:\n\t" RSK_INJECT_ASM(4)                        \
 				     RSK_X86_LOAD("%[newv]")                   \
 					     RSK_X86_STORE("(%[v])") "2:\n\t"  \
 						     RSK_X86_ABORT             \
 			     : [tmp] "=&r"(tmp),                               \
-			       [n] "+&r"(nwords)RSK_X86_INJECT_OUT             \
+			       RSK_X86_COPY_OUT RSK_X86_INJECT_OUT             \
 			     : [area] "r"(area), [idx] "rm"(idx), [v] "r"(v),  \
-			       [expect] RSK_X86_VAL(expect), [dst] "r"(dst),   \
-			       [src] "r"(src),                                 \
-			       [newv] RSK_X86_VAL(newv)RSK_X86_INJECT_IN       \
+			       [expect] RSK_X86_VAL(expect),                   \
+			       [newv] RSK_X86_VAL(newv)RSK_X86_COPY_IN         \
+				       RSK_X86_INJECT_IN                       \
 			     : "memory", "cc"                                  \
 			     : cmpfail, aborted);                              \
 		return 0;                                                      \
@@ -284,12 +309,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 					     RSK_INJECT_ASM(2)                 \
 				     "add" RSK_X86_SFX " %[count], (%[v])\n\t" \
 			     "2:\n\t" RSK_X86_ABORT                            \
-			     : [tmp] "=&r"(tmp), "+m"(*v),                     \
-			       "+m"(area->rseq_cs)RSK_X86_INJECT_OUT           \
+			     : [tmp] "=&r"(tmp)RSK_X86_INJECT_OUT              \
 			     : [area] "r"(area), [idx] "rm"(idx), [v] "r"(v),  \
-			       [count] RSK_X86_ADDEND(count),                  \
-			       "m"(area->FIELD)RSK_X86_INJECT_IN                \
-			     : "cc"                                            \
+			       [count] RSK_X86_ADDEND(count)RSK_X86_INJECT_IN  \
+			     : "memory", "cc"                                  \
 			     : aborted);                                       \
 		return 0;                                                      \
 	aborted:                                                               \
@@ -384,5 +407,5 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_X86_IMM(x) "i"(x)
 #endif
 
-RSK_X86_DEFINE_OPS(cpu, "4", cpu_id)
-RSK_X86_DEFINE_OPS(cid, "24", mm_cid)
+RSK_X86_DEFINE_OPS(cpu, "4")
+RSK_X86_DEFINE_OPS(cid, "24")
