@@ -187,7 +187,7 @@ int main(void)
 #ifdef RSEQKIT_NEGATIVE_CONTROL
 	tap_plan(modes);
 #else
-	tap_plan(modes * (19 + 3 * OP_KINDS));
+	tap_plan(modes * (18 + 3 * OP_KINDS));
 	for (int m = 0; m < modes; m++)
 		single_thread((enum rsk_index_mode)m, m ? "cid" : "cpu");
 #endif
