@@ -16,6 +16,7 @@
 #define SLOT_WORDS 16 /* 128 bytes: each CPU's slot on its own lines */
 struct slot {
 	intptr_t v;
+	intptr_t gate; /* always open here */
 	intptr_t v2;
 	intptr_t copy[4];
 } __attribute__((aligned(128)));
@@ -95,12 +96,37 @@ static __attribute__((unused)) void single_thread(enum rsk_index_mode m, const c
 	tap_ok(rsk_cmpstore(m, wrong, &v, 1, 2) == RSK_ABORTED && v == 1,
 	       "%s stale index aborts without storing", mn);
 	tap_ok(rsk_add(m, wrong, &v, 1) == RSK_ABORTED && v == 1, "%s add with stale index aborts", mn);
+
+	/* Gated twins: open gate behaves as ungated, closed gate stores nothing. */
+	intptr_t gate = 0;
+	v = 1;
+	tap_ok(RETRY(m, i, rsk_gated_cmpstore(m, i, &gate, &v, 1, 2)) == RSK_OK && v == 2,
+	       "%s gated cmpstore commits through an open gate", mn);
+	tap_ok(RETRY(m, i, rsk_gated_add(m, i, &gate, &v, 3)) == RSK_OK && v == 5,
+	       "%s gated add commits through an open gate", mn);
+	gate = 1;
+	tap_ok(RETRY(m, i, rsk_gated_cmpstore(m, i, &gate, &v, 5, 9)) == RSK_STOPPED && v == 5,
+	       "%s gated cmpstore stops at a closed gate", mn);
+	tap_ok(RETRY(m, i, rsk_gated_add(m, i, &gate, &v, 3)) == RSK_STOPPED && v == 5,
+	       "%s gated add stops at a closed gate", mn);
+	memset(dst, 0, sizeof(dst));
+	tap_ok(RETRY(m, i, rsk_gated_cmpcopystore(m, i, &gate, &v, 5, dst, src, 3, 6)) == RSK_STOPPED &&
+		       v == 5 && dst[0] == 0,
+	       "%s gated cmpcopystore stops before copying", mn);
+	n1.next = &n2;
+	head = (intptr_t)&n1;
+	tap_ok(RETRY(m, i, rsk_gated_pop(m, i, &gate, &head, 0, off, &out)) == RSK_STOPPED &&
+		       head == (intptr_t)&n1,
+	       "%s gated pop stops at a closed gate", mn);
+	tap_ok(RETRY(m, i, rsk_gated_derefadd(m, i, &gate, &ptr, 0, 1)) == RSK_STOPPED && arr[0] == 0,
+	       "%s gated derefadd stops at a closed gate", mn);
 }
 
 /* ---- multi-thread ---- */
 
-enum op_kind { OP_ADD, OP_CMPSTORE, OP_CMPSTORESTORE, OP_CMPCOPY, OP_KINDS };
-static const char *op_name[] = { "add", "cmpstore", "cmpstorestore", "cmpcopystore" };
+enum op_kind { OP_ADD, OP_CMPSTORE, OP_CMPSTORESTORE, OP_CMPCOPY, OP_GATED_ADD, OP_GATED_CMPCOPY, OP_KINDS };
+static const char *op_name[] = { "add", "cmpstore", "cmpstorestore", "cmpcopystore",
+				  "gated add", "gated cmpcopystore" };
 
 struct run {
 	enum rsk_index_mode mode;
@@ -137,8 +163,15 @@ static void *worker(void *arg)
 			case OP_CMPSTORESTORE:
 				ret = rsk_cmpstorestore(r->mode, i, &s->v, old, &s->v2, old + 1, old + 1);
 				break;
-			default:
+			case OP_CMPCOPY:
 				ret = rsk_cmpcopystore(r->mode, i, &s->v, old, s->copy, word, 4, old + 1);
+				break;
+			case OP_GATED_ADD:
+				ret = rsk_gated_add(r->mode, i, &s->gate, &s->v, 1);
+				break;
+			default:
+				ret = rsk_gated_cmpcopystore(r->mode, i, &s->gate, &s->v, old, s->copy,
+							     word, 4, old + 1);
 				break;
 			}
 			if (ret == RSK_OK)
@@ -187,7 +220,7 @@ int main(void)
 #ifdef RSEQKIT_NEGATIVE_CONTROL
 	tap_plan(modes);
 #else
-	tap_plan(modes * (18 + 3 * OP_KINDS));
+	tap_plan(modes * (25 + 3 * OP_KINDS));
 	for (int m = 0; m < modes; m++)
 		single_thread((enum rsk_index_mode)m, m ? "cid" : "cpu");
 #endif

@@ -35,6 +35,10 @@
  *   rsk_arch_derefadd_X(area, idx, ptr, off, inc)
  *       *(intptr_t *)(*ptr + off) += inc;
  *
+ *   For every one of those, a gated twin rsk_arch_gated_<op>_X taking one
+ *   more (last) argument `const intptr_t *gate`, which loads *gate after
+ *   arming and returns 2 (stopped, nothing stored) unless it is 0.
+ *
  *   and _release_ variants of cmpstore, cmpstorestore and cmpcopystore
  *   (rsk_arch_cmpstore_release_X ...) whose commit store is ordered after
  *   every earlier load and store of the thread (a store-release), so that a

@@ -25,6 +25,9 @@
  *	RSK_ABORTED  restarted by the kernel, or idx was no longer current, or
  *	             the thread cannot run sections: nothing was stored; retry
  *	             with a fresh index.
+ *	RSK_STOPPED  (rsk_gated_* only) *gate was not 0: nothing was stored;
+ *	             the progress protocol owns that CPU's data right now,
+ *	             take the slow path (see <rseqkit/progress.h>).
  *
  * Ordering: the relaxed operations order nothing beyond the commit store
  * itself.  The _release variants make the commit a store-release: a
@@ -47,6 +50,7 @@ enum rsk_result {
 	RSK_OK = 0,
 	RSK_CMPFAIL = 1,
 	RSK_ABORTED = -1,
+	RSK_STOPPED = 2, /* gated operations only: the gate was closed */
 };
 
 /* Dispatch to the arch operation of the index field; mode is a constant
@@ -151,6 +155,119 @@ static inline int rsk_derefadd(enum rsk_index_mode mode, int idx,
 			       intptr_t inc)
 {
 	RSK_OP_DISPATCH(derefadd, mode, idx, ptr, off, inc);
+}
+
+/*
+ * Gated operations: the same sections, plus a load of *gate after the
+ * descriptor is armed; unless it is 0 they return RSK_STOPPED without
+ * storing.  A gate is the word the progress protocol closes to own one
+ * CPU's data with ordinary code (rsk_gate_close(), <rseqkit/progress.h>);
+ * per-CPU data structures keep one gate per CPU part.
+ */
+#define RSK_GATED_OP(op, mode, idx, gate, ...)                                \
+	do {                                                                   \
+		struct rsk_abi_area *rsk_a_ = rsk_area();                      \
+		if (__builtin_expect(rsk_a_ == NULL, 0))                       \
+			return RSK_ABORTED;                                    \
+		if ((mode) == RSK_INDEX_CID)                                   \
+			return rsk_arch_gated_##op##_cid(rsk_a_, (idx), __VA_ARGS__, (gate)); \
+		return rsk_arch_gated_##op##_cpu(rsk_a_, (idx), __VA_ARGS__, (gate)); \
+	} while (0)
+
+/* rsk_gated_cmpstore - rsk_cmpstore() unless *gate != 0. */
+static inline int rsk_gated_cmpstore(enum rsk_index_mode mode, int idx,
+				     const intptr_t *gate, intptr_t *v,
+				     intptr_t expect, intptr_t newv)
+{
+	RSK_GATED_OP(cmpstore, mode, idx, gate, v, expect, newv);
+}
+
+/* rsk_gated_cmpstore_release - rsk_cmpstore_release() unless *gate != 0. */
+static inline int rsk_gated_cmpstore_release(enum rsk_index_mode mode, int idx,
+					     const intptr_t *gate, intptr_t *v,
+					     intptr_t expect, intptr_t newv)
+{
+	RSK_GATED_OP(cmpstore_release, mode, idx, gate, v, expect, newv);
+}
+
+/* rsk_gated_cmpcmpstore - rsk_cmpcmpstore() unless *gate != 0. */
+static inline int rsk_gated_cmpcmpstore(enum rsk_index_mode mode, int idx,
+					const intptr_t *gate, intptr_t *v,
+					intptr_t expect, intptr_t *v2,
+					intptr_t expect2, intptr_t newv)
+{
+	RSK_GATED_OP(cmpcmpstore, mode, idx, gate, v, expect, v2, expect2, newv);
+}
+
+/* rsk_gated_cmpstorestore - rsk_cmpstorestore() unless *gate != 0. */
+static inline int rsk_gated_cmpstorestore(enum rsk_index_mode mode, int idx,
+					  const intptr_t *gate, intptr_t *v,
+					  intptr_t expect, intptr_t *v2,
+					  intptr_t newv2, intptr_t newv)
+{
+	RSK_GATED_OP(cmpstorestore, mode, idx, gate, v, expect, v2, newv2, newv);
+}
+
+/* rsk_gated_cmpstorestore_release - rsk_cmpstorestore_release() unless
+ * *gate != 0. */
+static inline int rsk_gated_cmpstorestore_release(enum rsk_index_mode mode,
+						  int idx, const intptr_t *gate,
+						  intptr_t *v, intptr_t expect,
+						  intptr_t *v2, intptr_t newv2,
+						  intptr_t newv)
+{
+	RSK_GATED_OP(cmpstorestore_release, mode, idx, gate, v, expect, v2, newv2,
+		     newv);
+}
+
+/* rsk_gated_cmpcopystore - rsk_cmpcopystore() unless *gate != 0. */
+static inline int rsk_gated_cmpcopystore(enum rsk_index_mode mode, int idx,
+					 const intptr_t *gate, intptr_t *v,
+					 intptr_t expect, intptr_t *dst,
+					 const intptr_t *src, size_t nwords,
+					 intptr_t newv)
+{
+	RSK_GATED_OP(cmpcopystore, mode, idx, gate, v, expect, dst, src,
+		     (intptr_t)nwords, newv);
+}
+
+/* rsk_gated_cmpcopystore_release - rsk_cmpcopystore_release() unless
+ * *gate != 0. */
+static inline int rsk_gated_cmpcopystore_release(enum rsk_index_mode mode,
+						 int idx, const intptr_t *gate,
+						 intptr_t *v, intptr_t expect,
+						 intptr_t *dst,
+						 const intptr_t *src,
+						 size_t nwords, intptr_t newv)
+{
+	RSK_GATED_OP(cmpcopystore_release, mode, idx, gate, v, expect, dst, src,
+		     (intptr_t)nwords, newv);
+}
+
+/* rsk_gated_add - rsk_add() unless *gate != 0. */
+static inline int rsk_gated_add(enum rsk_index_mode mode, int idx,
+				const intptr_t *gate, intptr_t *v,
+				intptr_t count)
+{
+	RSK_GATED_OP(add, mode, idx, gate, v, count);
+}
+
+/* rsk_gated_pop - rsk_pop() unless *gate != 0. */
+static inline int rsk_gated_pop(enum rsk_index_mode mode, int idx,
+				const intptr_t *gate, intptr_t *v,
+				intptr_t expectnot, intptr_t offset,
+				intptr_t *out)
+{
+	RSK_GATED_OP(pop, mode, idx, gate, v, expectnot, offset, out);
+}
+
+/* rsk_gated_derefadd - rsk_derefadd() unless *gate != 0. */
+static inline int rsk_gated_derefadd(enum rsk_index_mode mode, int idx,
+				     const intptr_t *gate,
+				     intptr_t *const *ptr, intptr_t off,
+				     intptr_t inc)
+{
+	RSK_GATED_OP(derefadd, mode, idx, gate, ptr, off, inc);
 }
 
 #ifdef __cplusplus

@@ -169,15 +169,15 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * OFF is the field's byte offset in struct rsk_abi_area as a string.
  */
 #define RSK_X86_DEFINE_OPS(X, OFF)                                             \
-	RSK_X86_FN rsk_arch_cmpstore_##X(struct rsk_abi_area *area, int idx,   \
+	RSK_X86_FN RSK_X86_NAME(cmpstore, X)(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *v, intptr_t expect,         \
-					 intptr_t newv)                        \
+					 intptr_t newv RSK_X86_GATE_PARAM)                        \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
 		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
 				     RSK_X86_ARM "1:\n\t" RSK_INJECT_ASM(1)    \
-					     RSK_X86_CHECK_INDEX(OFF)          \
+					     RSK_X86_CHECK_INDEX(OFF) RSK_X86_GATE_ASM          \
 						     RSK_INJECT_ASM(2)         \
 							     RSK_X86_LOAD("(%[v])") \
 								     RSK_X86_CMP("%[expect]") \
@@ -188,25 +188,27 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 			     : [tmp] "=&r"(tmp)RSK_X86_INJECT_OUT              \
 			     : [area] "r"(area), [idx] "rm"(idx), [v] "r"(v),  \
 			       [expect] RSK_X86_VAL(expect),                   \
-			       [newv] RSK_X86_VAL(newv)RSK_X86_INJECT_IN       \
+			       [newv] RSK_X86_VAL(newv)RSK_X86_GATE_IN RSK_X86_INJECT_IN       \
 			     : "memory", "cc"                                  \
-			     : cmpfail, aborted);                              \
+			     : cmpfail, aborted, stopped);                              \
 		return 0;                                                      \
 	cmpfail:                                                               \
 		return 1;                                                      \
 	aborted:                                                               \
 		return -1;                                                     \
+	stopped:                                                               \
+		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN rsk_arch_cmpcmpstore_##X(                                   \
+	RSK_X86_FN RSK_X86_NAME(cmpcmpstore, X)(                                   \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
-		intptr_t expect, intptr_t *v2, intptr_t expect2, intptr_t newv) \
+		intptr_t expect, intptr_t *v2, intptr_t expect2, intptr_t newv RSK_X86_GATE_PARAM) \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
 		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
 				     RSK_X86_ARM "1:\n\t" RSK_INJECT_ASM(1)    \
-					     RSK_X86_CHECK_INDEX(OFF)          \
+					     RSK_X86_CHECK_INDEX(OFF) RSK_X86_GATE_ASM          \
 						     RSK_INJECT_ASM(2)         \
 							     RSK_X86_LOAD("(%[v])") \
 								     RSK_X86_CMP("%[expect]") \
@@ -221,25 +223,27 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 			     : [area] "r"(area), [idx] "rm"(idx), [v] "r"(v),  \
 			       [expect] RSK_X86_VAL(expect), [v2] "r"(v2),     \
 			       [expect2] RSK_X86_VAL(expect2),                 \
-			       [newv] RSK_X86_VAL(newv)RSK_X86_INJECT_IN       \
+			       [newv] RSK_X86_VAL(newv)RSK_X86_GATE_IN RSK_X86_INJECT_IN       \
 			     : "memory", "cc"                                  \
-			     : cmpfail, aborted);                              \
+			     : cmpfail, aborted, stopped);                              \
 		return 0;                                                      \
 	cmpfail:                                                               \
 		return 1;                                                      \
 	aborted:                                                               \
 		return -1;                                                     \
+	stopped:                                                               \
+		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN rsk_arch_cmpstorestore_##X(                                 \
+	RSK_X86_FN RSK_X86_NAME(cmpstorestore, X)(                                 \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
-		intptr_t expect, intptr_t *v2, intptr_t newv2, intptr_t newv)  \
+		intptr_t expect, intptr_t *v2, intptr_t newv2, intptr_t newv RSK_X86_GATE_PARAM)  \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
 		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
 				     RSK_X86_ARM "1:\n\t" RSK_INJECT_ASM(1)    \
-					     RSK_X86_CHECK_INDEX(OFF)          \
+					     RSK_X86_CHECK_INDEX(OFF) RSK_X86_GATE_ASM          \
 						     RSK_INJECT_ASM(2)         \
 							     RSK_X86_LOAD("(%[v])") \
 								     RSK_X86_CMP("%[expect]") \
@@ -254,26 +258,28 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 			     : [area] "r"(area), [idx] "rm"(idx), [v] "r"(v),  \
 			       [expect] RSK_X86_VAL(expect), [v2] "r"(v2),     \
 			       [newv2] RSK_X86_VAL(newv2),                     \
-			       [newv] RSK_X86_VAL(newv)RSK_X86_INJECT_IN       \
+			       [newv] RSK_X86_VAL(newv)RSK_X86_GATE_IN RSK_X86_INJECT_IN       \
 			     : "memory", "cc"                                  \
-			     : cmpfail, aborted);                              \
+			     : cmpfail, aborted, stopped);                              \
 		return 0;                                                      \
 	cmpfail:                                                               \
 		return 1;                                                      \
 	aborted:                                                               \
 		return -1;                                                     \
+	stopped:                                                               \
+		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN rsk_arch_cmpcopystore_##X(                                  \
+	RSK_X86_FN RSK_X86_NAME(cmpcopystore, X)(                                  \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
 		intptr_t expect, intptr_t *dst, const intptr_t *src,           \
-		intptr_t nwords, intptr_t newv)                                \
+		intptr_t nwords, intptr_t newv RSK_X86_GATE_PARAM)                                \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
 		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
 				     RSK_X86_ARM "1:\n\t" RSK_INJECT_ASM(1)    \
-					     RSK_X86_CHECK_INDEX(OFF)          \
+					     RSK_X86_CHECK_INDEX(OFF) RSK_X86_GATE_ASM          \
 						     RSK_INJECT_ASM(2)         \
 							     RSK_X86_LOAD("(%[v])") \
 								     RSK_X86_CMP("%[expect]") \
@@ -288,46 +294,50 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 			     : [area] "r"(area), [idx] "rm"(idx), [v] "r"(v),  \
 			       [expect] RSK_X86_VAL(expect),                   \
 			       [newv] RSK_X86_VAL(newv)RSK_X86_COPY_IN         \
-				       RSK_X86_INJECT_IN                       \
+				       RSK_X86_GATE_IN RSK_X86_INJECT_IN                       \
 			     : "memory", "cc"                                  \
-			     : cmpfail, aborted);                              \
+			     : cmpfail, aborted, stopped);                              \
 		return 0;                                                      \
 	cmpfail:                                                               \
 		return 1;                                                      \
 	aborted:                                                               \
 		return -1;                                                     \
+	stopped:                                                               \
+		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN rsk_arch_add_##X(struct rsk_abi_area *area, int idx,        \
-				    intptr_t *v, intptr_t count)               \
+	RSK_X86_FN RSK_X86_NAME(add, X)(struct rsk_abi_area *area, int idx,        \
+				    intptr_t *v, intptr_t count RSK_X86_GATE_PARAM)               \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
 		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_ARM                      \
 			     "1:\n\t" RSK_INJECT_ASM(1)                        \
-				     RSK_X86_CHECK_INDEX(OFF)                  \
+				     RSK_X86_CHECK_INDEX(OFF) RSK_X86_GATE_ASM                  \
 					     RSK_INJECT_ASM(2)                 \
 				     "add" RSK_X86_SFX " %[count], (%[v])\n\t" \
 			     "2:\n\t" RSK_X86_ABORT                            \
 			     : [tmp] "=&r"(tmp)RSK_X86_INJECT_OUT              \
 			     : [area] "r"(area), [idx] "rm"(idx), [v] "r"(v),  \
-			       [count] RSK_X86_ADDEND(count)RSK_X86_INJECT_IN  \
+			       [count] RSK_X86_ADDEND(count)RSK_X86_GATE_IN RSK_X86_INJECT_IN  \
 			     : "memory", "cc"                                  \
-			     : aborted);                                       \
+			     : aborted, stopped);                                       \
 		return 0;                                                      \
 	aborted:                                                               \
 		return -1;                                                     \
+	stopped:                                                               \
+		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN rsk_arch_pop_##X(struct rsk_abi_area *area, int idx,        \
+	RSK_X86_FN RSK_X86_NAME(pop, X)(struct rsk_abi_area *area, int idx,        \
 				    intptr_t *v, intptr_t expectnot,           \
-				    intptr_t offset, intptr_t *out)            \
+				    intptr_t offset, intptr_t *out RSK_X86_GATE_PARAM)            \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
 		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_EXIT("cmpfail")          \
 				     RSK_X86_ARM "1:\n\t" RSK_INJECT_ASM(1)    \
-					     RSK_X86_CHECK_INDEX(OFF)          \
+					     RSK_X86_CHECK_INDEX(OFF) RSK_X86_GATE_ASM          \
 						     RSK_INJECT_ASM(2)         \
 							     RSK_X86_LOAD("(%[v])") \
 								     RSK_X86_CMP("%[expectnot]") \
@@ -340,25 +350,27 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 			     : [area] "r"(area), [idx] "rm"(idx), [v] "r"(v),  \
 			       [expectnot] RSK_X86_VAL(expectnot),             \
 			       [offset] "r"(offset),                           \
-			       [out] "r"(out)RSK_X86_INJECT_IN                 \
+			       [out] "r"(out)RSK_X86_GATE_IN RSK_X86_INJECT_IN                 \
 			     : "memory", "cc"                                  \
-			     : cmpfail, aborted);                              \
+			     : cmpfail, aborted, stopped);                              \
 		return 0;                                                      \
 	cmpfail:                                                               \
 		return 1;                                                      \
 	aborted:                                                               \
 		return -1;                                                     \
+	stopped:                                                               \
+		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN rsk_arch_derefadd_##X(struct rsk_abi_area *area, int idx,   \
+	RSK_X86_FN RSK_X86_NAME(derefadd, X)(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *const *ptr, intptr_t off,   \
-					 intptr_t inc)                         \
+					 intptr_t inc RSK_X86_GATE_PARAM)                         \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
 		__asm__ __volatile__ goto(RSK_X86_DESCRIBE RSK_X86_ARM                      \
 			     "1:\n\t" RSK_INJECT_ASM(1)                        \
-				     RSK_X86_CHECK_INDEX(OFF)                  \
+				     RSK_X86_CHECK_INDEX(OFF) RSK_X86_GATE_ASM                  \
 					     RSK_INJECT_ASM(2)                 \
 						     RSK_X86_LOAD("(%[ptr])")  \
 			     "add" RSK_X86_SFX " %[off], %[tmp]\n\t"           \
@@ -367,36 +379,38 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 			     : [tmp] "=&r"(tmp)RSK_X86_INJECT_OUT              \
 			     : [area] "r"(area), [idx] "rm"(idx),              \
 			       [ptr] "r"(ptr), [off] RSK_X86_VAL(off),         \
-			       [inc] RSK_X86_ADDEND(inc)RSK_X86_INJECT_IN      \
+			       [inc] RSK_X86_ADDEND(inc)RSK_X86_GATE_IN RSK_X86_INJECT_IN      \
 			     : "memory", "cc"                                  \
-			     : aborted);                                       \
+			     : aborted, stopped);                                       \
 		return 0;                                                      \
 	aborted:                                                               \
 		return -1;                                                     \
+	stopped:                                                               \
+		return 2;                                                      \
 	}                                                                      \
                                                                                \
 	/* TSO: a plain store already orders after earlier loads and stores. */ \
-	RSK_X86_FN rsk_arch_cmpstore_release_##X(struct rsk_abi_area *area,    \
+	RSK_X86_FN RSK_X86_NAME(cmpstore_release, X)(struct rsk_abi_area *area,    \
 						 int idx, intptr_t *v,         \
 						 intptr_t expect,              \
-						 intptr_t newv)                \
+						 intptr_t newv RSK_X86_GATE_PARAM)                \
 	{                                                                      \
-		return rsk_arch_cmpstore_##X(area, idx, v, expect, newv);      \
+		return RSK_X86_NAME(cmpstore, X)(area, idx, v, expect, newv RSK_X86_GATE_ARG);      \
 	}                                                                      \
-	RSK_X86_FN rsk_arch_cmpstorestore_release_##X(                         \
+	RSK_X86_FN RSK_X86_NAME(cmpstorestore_release, X)(                         \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
-		intptr_t expect, intptr_t *v2, intptr_t newv2, intptr_t newv)  \
+		intptr_t expect, intptr_t *v2, intptr_t newv2, intptr_t newv RSK_X86_GATE_PARAM)  \
 	{                                                                      \
-		return rsk_arch_cmpstorestore_##X(area, idx, v, expect, v2,    \
-						  newv2, newv);                \
+		return RSK_X86_NAME(cmpstorestore, X)(area, idx, v, expect, v2,    \
+						  newv2, newv RSK_X86_GATE_ARG);                \
 	}                                                                      \
-	RSK_X86_FN rsk_arch_cmpcopystore_release_##X(                          \
+	RSK_X86_FN RSK_X86_NAME(cmpcopystore_release, X)(                          \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
 		intptr_t expect, intptr_t *dst, const intptr_t *src,           \
-		intptr_t nwords, intptr_t newv)                                \
+		intptr_t nwords, intptr_t newv RSK_X86_GATE_PARAM)                                \
 	{                                                                      \
-		return rsk_arch_cmpcopystore_##X(area, idx, v, expect, dst,    \
-						 src, nwords, newv);           \
+		return RSK_X86_NAME(cmpcopystore, X)(area, idx, v, expect, dst,    \
+						 src, nwords, newv RSK_X86_GATE_ARG);           \
 	}
 
 /* add's addend: a register or an immediate (no mem-to-mem add). */
@@ -407,5 +421,39 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_X86_IMM(x) "i"(x)
 #endif
 
+
+/*
+ * Each operation exists twice: plain (rsk_arch_<op>_<X>) and gated
+ * (rsk_arch_gated_<op>_<X>, one more argument `gate`).  A gated section
+ * loads *gate after arming and leaves through `stopped` (return 2) unless
+ * it is 0: the progress protocol closes a gate, fences the CPU, and then
+ * owns that CPU's data with ordinary code (see <rseqkit/progress.h>).
+ */
+#define RSK_X86_CAT_(a, b, c) a##b##_##c
+#define RSK_X86_CAT(a, b, c)  RSK_X86_CAT_(a, b, c)
+#define RSK_X86_NAME(op, X)   RSK_X86_CAT(RSK_X86_PFX, op, X)
+
+#define RSK_X86_PFX rsk_arch_
+#define RSK_X86_GATE_PARAM
+#define RSK_X86_GATE_ARG
+#define RSK_X86_GATE_ASM ""
+#define RSK_X86_GATE_IN
+RSK_X86_DEFINE_OPS(cpu, "4")
+RSK_X86_DEFINE_OPS(cid, "24")
+#undef RSK_X86_PFX
+#undef RSK_X86_GATE_PARAM
+#undef RSK_X86_GATE_ARG
+#undef RSK_X86_GATE_ASM
+#undef RSK_X86_GATE_IN
+
+#define RSK_X86_PFX	   rsk_arch_gated_
+#define RSK_X86_GATE_PARAM , const intptr_t *gate
+#define RSK_X86_GATE_ARG   , gate
+#define RSK_X86_GATE_ASM                                                       \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t" RSK_X86_U64("1b")   \
+		RSK_X86_U64("%l[stopped]") ".popsection\n\t"                 \
+	"cmp" RSK_X86_SFX " $0, (%[gate])\n\t"                                \
+	"jnz %l[stopped]\n\t"
+#define RSK_X86_GATE_IN , [gate] "r"(gate)
 RSK_X86_DEFINE_OPS(cpu, "4")
 RSK_X86_DEFINE_OPS(cid, "24")
