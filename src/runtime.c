@@ -84,6 +84,14 @@ static void decide_owner(struct rsk_process *p, ptrdiff_t *offset)
 {
 	long r;
 
+	const char *off = getenv("RSEQKIT_DISABLE");
+	if (off != NULL && off[0] == '1') {
+		/* The user's word: run every operation through the slow paths
+		 * (for tests and for ruling rseq out while debugging). */
+		p->owner = RSK_OWNER_NONE;
+		p->reason = "disabled by RSEQKIT_DISABLE=1";
+		return;
+	}
 	if (&__rseq_size != NULL && __rseq_size != 0) {
 		p->owner = RSK_OWNER_LIBC;
 		/* glibc allocates at least 32 bytes even when it reports 20. */

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/progress.h - progress everywhere: gates, fences, statistics.
+ *
+ * A critical section only ever touches the part of per-CPU data that
+ * belongs to the CPU (or concurrency id) it runs on, and a section that is
+ * interrupted restarts.  Two things follow that pure rseq cannot do: a
+ * thread whose sections keep aborting (a debugger single-stepping it) never
+ * finishes, and code that is not a section (a thread without rseq, a
+ * process without rseq, an operation on another CPU's part) cannot touch
+ * the data safely.  The progress protocol closes both holes:
+ *
+ *   - Every CPU part carries a gate word, loaded by every gated section
+ *     right after it is armed (rsk_gated_* in <rseqkit/ops.h>); a closed
+ *     gate makes the section leave with RSK_STOPPED.
+ *   - A slow path closes the part's gate (compare-and-swap 0 -> 1, waiting
+ *     while another slow path holds it), fences the CPU so that no section
+ *     that passed the gate before it closed is still in flight, works on
+ *     the part with ordinary code, and reopens the gate (store-release).
+ *
+ * After the fence, every section that read the gate open has either
+ * committed (and its effect is visible to the slow path, which the fence
+ * orders after it) or been restarted and will read it closed.  The fast
+ * path pays one load and one branch.
+ *
+ * Fences: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ), with
+ * MEMBARRIER_CMD_FLAG_CPU for one CPU, registered once on first use.  Where
+ * the kernel lacks it the calling thread migrates itself onto the CPU
+ * (being scheduled there means whatever ran there was preempted, which
+ * restarts its section) and back.  Where no thread can run sections (rseq
+ * unavailable in the process) a fence is free: it returns at once.
+ */
+#ifndef RSEQKIT_PROGRESS_H
+#define RSEQKIT_PROGRESS_H
+
+#include <stdint.h>
+#include <rseqkit/thread.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * rsk_fence_cpu - return once no critical section of this process that
+ * was running on `cpu` before the call is still in flight (each was either
+ * committed or restarted).  Returns 0, -EINVAL if cpu is outside
+ * [0, rsk_possible_cpus()), or a negative errno if neither membarrier nor
+ * migration could reach the CPU (-EINVAL from sched_setaffinity when the
+ * CPU is not in the caller's allowed set and membarrier is unavailable).
+ */
+int rsk_fence_cpu(int cpu);
+
+/* rsk_fence_all - rsk_fence_cpu() for every CPU at once.  Returns 0 or a
+ * negative errno as above. */
+int rsk_fence_all(void);
+
+/*
+ * rsk_gate_close - take exclusive ownership of the per-CPU part guarded by
+ * *gate, whose index (in `mode`) is idx: waits (yielding) while another
+ * slow path holds the gate, closes it, then fences - the CPU idx in
+ * RSK_INDEX_CPU mode, every CPU in RSK_INDEX_CID mode (a concurrency id may
+ * be on any CPU).  Afterwards no gated section touches the part until
+ * rsk_gate_open().  Returns 0, -EINVAL (gate NULL, bad mode), or the
+ * fence's error, in which case the gate is open again and nothing is owned.
+ * Not async-signal-safe with respect to the same gate.
+ */
+int rsk_gate_close(intptr_t *gate, enum rsk_index_mode mode, int idx);
+
+/* rsk_gate_open - release a gate closed by rsk_gate_close(): every store
+ * made while it was closed is visible to the sections that follow. */
+static inline void rsk_gate_open(intptr_t *gate)
+{
+	__atomic_store_n(gate, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * rsk_abort_limit - how many consecutive aborts a data-structure operation
+ * accepts before it takes the slow path (default 16; the progress
+ * guarantee under single-stepping).  rsk_set_abort_limit() changes it for
+ * the whole process (n >= 1; 1 means: fall back at the first abort).
+ * Returns 0 or -EINVAL.  Also settable with RSEQKIT_ABORT_LIMIT=n.
+ */
+unsigned rsk_abort_limit(void);
+int rsk_set_abort_limit(unsigned n);
+
+/* Counters of the progress layer. */
+struct rsk_stats {
+	uint64_t aborts;     /* sections restarted (or stale index) */
+	uint64_t slow_paths; /* operations completed by a slow path */
+	uint64_t fences;     /* fences that did work (membarrier or migration) */
+	uint64_t gate_waits; /* times a slow path found a gate closed */
+};
+
+/* rsk_stats_thread / rsk_stats_process - the calling thread's counts, or
+ * the process's total (all threads, also those that exited).  Return 0,
+ * -EINVAL if st is NULL. */
+int rsk_stats_thread(struct rsk_stats *st);
+int rsk_stats_process(struct rsk_stats *st);
+
+/* Called by inline fast paths on their (cold) abort and slow paths;
+ * exported for them and for users building their own structures. */
+void rsk_note_abort(void);
+void rsk_note_slow_path(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RSEQKIT_PROGRESS_H */

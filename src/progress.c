@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The progress protocol's runtime: fences, gates, statistics.
+ * See <rseqkit/progress.h> for the protocol and why it is safe.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include "internal.h"
+#include <rseqkit/progress.h>
+
+#if defined(__has_include)
+#if __has_include(<sys/sdt.h>)
+#include <sys/sdt.h>
+#define RSK_PROBE1(name, a)    STAP_PROBE1(rseqkit, name, a)
+#define RSK_PROBE2(name, a, b) STAP_PROBE2(rseqkit, name, a, b)
+#endif
+#endif
+#ifndef RSK_PROBE1
+#define RSK_PROBE1(name, a)    ((void)(a))
+#define RSK_PROBE2(name, a, b) ((void)(a), (void)(b))
+#endif
+
+static __thread struct rsk_stats thread_stats;
+static struct rsk_stats process_stats;
+
+static unsigned abort_limit; /* 0 until first read */
+#define DEFAULT_ABORT_LIMIT 16
+
+enum { MB_UNKNOWN = 0, MB_READY = 1, MB_NONE = -1 };
+static int membarrier_state;
+
+static void count(uint64_t *mine, uint64_t *all)
+{
+	(*mine)++;
+	__atomic_add_fetch(all, 1, __ATOMIC_RELAXED);
+}
+
+RSK_EXPORT void rsk_note_abort(void)
+{
+	count(&thread_stats.aborts, &process_stats.aborts);
+	RSK_PROBE1(abort, rsk_cpu());
+}
+
+RSK_EXPORT void rsk_note_slow_path(void)
+{
+	count(&thread_stats.slow_paths, &process_stats.slow_paths);
+	RSK_PROBE1(slow_path, rsk_cpu());
+}
+
+RSK_EXPORT int rsk_stats_thread(struct rsk_stats *st)
+{
+	if (st == NULL)
+		return -EINVAL;
+	*st = thread_stats;
+	return 0;
+}
+
+RSK_EXPORT int rsk_stats_process(struct rsk_stats *st)
+{
+	if (st == NULL)
+		return -EINVAL;
+	st->aborts = __atomic_load_n(&process_stats.aborts, __ATOMIC_RELAXED);
+	st->slow_paths = __atomic_load_n(&process_stats.slow_paths, __ATOMIC_RELAXED);
+	st->fences = __atomic_load_n(&process_stats.fences, __ATOMIC_RELAXED);
+	st->gate_waits = __atomic_load_n(&process_stats.gate_waits, __ATOMIC_RELAXED);
+	return 0;
+}
+
+RSK_EXPORT unsigned rsk_abort_limit(void)
+{
+	unsigned n = __atomic_load_n(&abort_limit, __ATOMIC_RELAXED);
+
+	if (__builtin_expect(n == 0, 0)) {
+		const char *env = getenv("RSEQKIT_ABORT_LIMIT");
+		long v = env ? strtol(env, NULL, 10) : 0;
+		n = v >= 1 && v <= 1 << 30 ? (unsigned)v : DEFAULT_ABORT_LIMIT;
+		unsigned zero = 0;
+		/* A concurrent rsk_set_abort_limit() wins. */
+		if (!__atomic_compare_exchange_n(&abort_limit, &zero, n, 0, __ATOMIC_RELAXED,
+						 __ATOMIC_RELAXED))
+			n = zero;
+	}
+	return n;
+}
+
+RSK_EXPORT int rsk_set_abort_limit(unsigned n)
+{
+	if (n == 0)
+		return -EINVAL;
+	__atomic_store_n(&abort_limit, n, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static long sys_membarrier(int cmd, unsigned flags, int cpu)
+{
+	return syscall(SYS_membarrier, cmd, flags, cpu);
+}
+
+/* Register for the RSEQ membarrier once; remember whether it works. */
+static int membarrier_ready(void)
+{
+	int st = __atomic_load_n(&membarrier_state, __ATOMIC_ACQUIRE);
+
+	if (st == MB_UNKNOWN) {
+		st = rsk_process.membarrier_rseq &&
+				     sys_membarrier(RSK_ABI_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ,
+						    0, 0) == 0 ?
+			     MB_READY :
+			     MB_NONE;
+		__atomic_store_n(&membarrier_state, st, __ATOMIC_RELEASE);
+	}
+	return st == MB_READY;
+}
+
+/*
+ * Fallback fence: run on each CPU of `cpus` in turn.  Being scheduled on a
+ * CPU means whatever thread ran there was preempted, and a preempted
+ * section restarts.  The caller's affinity is restored afterwards.
+ */
+static int fence_by_migration(int first, int last)
+{
+	int ncpu = rsk_process.possible_cpus;
+	size_t size = CPU_ALLOC_SIZE(ncpu);
+	cpu_set_t *saved = CPU_ALLOC(ncpu), *one = CPU_ALLOC(ncpu);
+	int err = 0, moved = 0;
+
+	if (saved == NULL || one == NULL) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (sched_getaffinity(0, size, saved) != 0) {
+		err = -errno;
+		goto out;
+	}
+	for (int cpu = first; cpu <= last; cpu++) {
+		CPU_ZERO_S(size, one);
+		CPU_SET_S(cpu, size, one);
+		if (sched_setaffinity(0, size, one) != 0) {
+			/* Not ours to run on: in a range, threads of ours cannot
+			 * run there either unless their affinity differs. */
+			if (first == last)
+				err = -errno;
+			continue;
+		}
+		moved = 1;
+		/* sched_setaffinity() migrates before returning; the yield
+		 * makes sure we really were scheduled on the CPU. */
+		sched_yield();
+	}
+	if (moved)
+		sched_setaffinity(0, size, saved);
+out:
+	CPU_FREE(saved);
+	CPU_FREE(one);
+	return err;
+}
+
+static int fence(int cpu)
+{
+	int err;
+
+	rsk_init_once();
+	if (rsk_process.owner == RSK_OWNER_NONE)
+		return 0; /* no thread of ours can be inside a section */
+	if (membarrier_ready()) {
+		long r = cpu >= 0 ? sys_membarrier(RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
+						   RSK_ABI_MEMBARRIER_CMD_FLAG_CPU, cpu) :
+				    sys_membarrier(RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0);
+		err = r == 0 ? 0 : -errno;
+	} else {
+		err = cpu >= 0 ? fence_by_migration(cpu, cpu) :
+				 fence_by_migration(0, rsk_process.possible_cpus - 1);
+	}
+	if (err == 0) {
+		count(&thread_stats.fences, &process_stats.fences);
+		RSK_PROBE1(fence, cpu);
+	}
+	return err;
+}
+
+RSK_EXPORT int rsk_fence_cpu(int cpu)
+{
+	rsk_init_once();
+	if (cpu < 0 || cpu >= rsk_process.possible_cpus)
+		return -EINVAL;
+	return fence(cpu);
+}
+
+RSK_EXPORT int rsk_fence_all(void)
+{
+	return fence(-1);
+}
+
+RSK_EXPORT int rsk_gate_close(intptr_t *gate, enum rsk_index_mode mode, int idx)
+{
+	intptr_t open = 0;
+	int err;
+
+	if (gate == NULL || (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID))
+		return -EINVAL;
+	while (!__atomic_compare_exchange_n(gate, &open, 1, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_RELAXED)) {
+		count(&thread_stats.gate_waits, &process_stats.gate_waits);
+		open = 0;
+		sched_yield(); /* the holder may be preempted */
+	}
+	err = mode == RSK_INDEX_CPU ? rsk_fence_cpu(idx) : rsk_fence_all();
+	if (err != 0)
+		rsk_gate_open(gate);
+	RSK_PROBE2(gate_close, idx, err);
+	return err;
+}
