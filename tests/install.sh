@@ -1,0 +1,292 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The installed library as a consumer sees it (TAP):
+#   make install PREFIX=<tmp>, then
+#   - a program built with pkg-config links the shared library, runs, reports
+#     a CPU and counts with a per-CPU add; the same program linked with the
+#     static archive (librseqkit.a only, and fully -static), and as C++;
+#   - soname librseqkit.so.0; only rsk_* symbols exported, all at version
+#     RSEQKIT_0, and exactly those listed in abi/librseqkit.symbols;
+#   - every installed header compiles on its own (C), the umbrella header in
+#     C++ too, and the arch layer refuses to be included directly.
+#
+# After an intended change of the exported symbols, update the list with
+#   nm -D --defined-only build/lib/librseqkit.so | awk 'NF == 3 { print $3 }' |
+#       sed 's/@.*//' | grep -v '^RSEQKIT_' | LC_ALL=C sort > abi/librseqkit.symbols
+# and say in the commit why the ABI changed.
+#
+# Environment (set by "make check"): BUILD (build directory, relative to the
+# source root), CC, CFLAGS; RSEQKIT_ROOT (source root, default: the current
+# directory); CXX (default: the C++ driver matching CC).
+set -u
+
+ROOT=${RSEQKIT_ROOT:-$PWD}
+BUILD=${BUILD:-build}
+CC=${CC:-gcc}
+CFLAGS=${CFLAGS:--O2 -g}
+
+n=0
+failed=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $n - $2"
+	else
+		echo "not ok $n - $2"
+		failed=$((failed + 1))
+	fi
+}
+skip() {
+	n=$((n + 1))
+	echo "ok $n # SKIP $1"
+}
+diag() { sed 's/^/# /' "$@"; }
+finish() {
+	echo "1..$n"
+	[ $failed -eq 0 ]
+	exit $?
+}
+
+if [ ! -f "$ROOT/Makefile" ] || [ ! -d "$ROOT/include/rseqkit" ]; then
+	echo "Bail out! $ROOT is not the rseqkit source root (set RSEQKIT_ROOT)"
+	exit 1
+fi
+for tool in make nm readelf; do
+	if ! command -v $tool >/dev/null 2>&1; then
+		echo "1..0 # SKIP $tool not installed"
+		exit 0
+	fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rseqkit-install.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+prefix=$tmp/prefix
+
+# --- install ----------------------------------------------------------------
+# A make of our own, not a sub-make of the one running "make check".
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+	make -C "$ROOT" BUILD="$BUILD" CC="$CC" PREFIX="$prefix" install >"$tmp/install.log" 2>&1
+status=$?
+ok $status "make install PREFIX=<tmp> (CC=$CC, BUILD=$BUILD)"
+if [ $status -ne 0 ]; then
+	tail -n 30 "$tmp/install.log" | diag
+	finish
+fi
+missing=
+for f in include/rseqkit/rseqkit.h lib/librseqkit.a lib/librseqkit.so lib/librseqkit.so.0 \
+	lib/pkgconfig/rseqkit.pc bin/rseqkit-info share/man/man3/rsk_init.3 \
+	share/man/man7/rseqkit.7 share/man/man1/rseqkit-info.1; do
+	[ -e "$prefix/$f" ] || missing="$missing $f"
+done
+[ -z "$missing" ]
+ok $? "installed files present${missing:+ (missing:$missing)}"
+"$prefix/bin/rseqkit-info" >"$tmp/info.out" 2>&1
+ok $? "installed rseqkit-info runs"
+
+# --- the shared object ------------------------------------------------------
+so=$prefix/lib/librseqkit.so
+readelf -d "$so" | grep -q 'Library soname: \[librseqkit\.so\.0\]'
+ok $? "soname is librseqkit.so.0"
+
+# Every defined dynamic symbol but the version node itself (RSEQKIT_0).
+nm -D --defined-only "$so" | awk 'NF == 3 { print $3 }' | grep -v '^RSEQKIT_' \
+	>"$tmp/versioned"
+sed 's/@.*//' "$tmp/versioned" | LC_ALL=C sort >"$tmp/symbols"
+[ -s "$tmp/symbols" ] && ! grep -qv '^rsk_' "$tmp/symbols"
+ok $? "only rsk_* symbols are exported"
+grep -v '^rsk_' "$tmp/symbols" | head -n 20 | diag
+! grep -q '^rsk_inject_' "$tmp/symbols"
+ok $? "no test-only injection symbols (rsk_inject_*) in the installed library"
+! grep -qv '@@RSEQKIT_0$' "$tmp/versioned"
+ok $? "every exported symbol has version RSEQKIT_0"
+
+list=$ROOT/abi/librseqkit.symbols
+if [ -f "$list" ]; then
+	diff -u "$list" "$tmp/symbols" >"$tmp/abi.diff"
+	status=$?
+	ok $status "exported symbols match abi/librseqkit.symbols"
+	if [ $status -ne 0 ]; then
+		diag "$tmp/abi.diff"
+		echo "# if the change is intended, update the list (see the head of tests/install.sh)"
+	fi
+else
+	ok 1 "abi/librseqkit.symbols exists"
+fi
+
+# --- a consumer program -----------------------------------------------------
+# Valid C and C++: counts 1000 times with a per-CPU add, falling back to a
+# separate word when rsk_index() says rseq cannot be used.
+cat >"$tmp/consumer.c" <<'EOF'
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <rseqkit/rseqkit.h>
+
+int main(void)
+{
+	struct rsk_status st;
+	int ncpus = rsk_possible_cpus();
+	intptr_t *count = (intptr_t *)calloc((size_t)ncpus, sizeof(*count));
+	intptr_t slow = 0, sum = 0;
+	int fast = 0, cpu, k, i;
+
+	if (count == NULL || rsk_status(&st) != 0)
+		return 1;
+	for (k = 0; k < 1000; k++) {
+		for (;;) {
+			int idx = rsk_index(RSK_INDEX_CPU);
+			if (idx < 0 || idx >= ncpus) {
+				slow++;
+				break;
+			}
+			if (rsk_add(RSK_INDEX_CPU, idx, &count[idx], 1) == RSK_OK) {
+				fast++;
+				break;
+			}
+		}
+	}
+	for (i = 0; i < ncpus; i++)
+		sum += count[i];
+	cpu = rsk_cpu();
+	printf("cpu=%d possible=%d available=%d registered=%d owner=%s fast=%d slow=%ld sum=%ld\n",
+	       cpu, ncpus, (int)st.available, st.thread_registered,
+	       rsk_owner_name(st.owner), fast, (long)slow, (long)sum);
+	if (cpu < 0 || cpu >= ncpus || sum != fast || sum + slow != 1000)
+		return 2;
+	if (st.available && st.thread_registered && fast != 1000)
+		return 3; /* rseq usable, yet the fast path was not taken */
+	free(count);
+	return 0;
+}
+EOF
+cp "$tmp/consumer.c" "$tmp/consumer.cc"
+
+# run_consumer BINARY DESCRIPTION [ENV...]: run, check the report.
+run_consumer() {
+	bin=$1
+	what=$2
+	shift 2
+	env "$@" "$bin" >"$tmp/run.out" 2>&1
+	status=$?
+	[ $status -eq 0 ] && grep -q '^cpu=[0-9][0-9]* .* sum=1000' "$tmp/run.out"
+	ok $? "$what: reports a CPU, per-CPU add counts 1000"
+	diag "$tmp/run.out"
+}
+
+# The C++ driver that matches CC (same target flags, such as -m32).
+if [ -z "${CXX:-}" ]; then
+	set -- $CC
+	cc1=$1
+	shift
+	case $cc1 in
+	*clang*) CXX="$(echo "$cc1" | sed 's/clang/clang++/') $*" ;;
+	*musl-gcc*) CXX= ;;
+	*gcc*) CXX="$(echo "$cc1" | sed 's/gcc\([^/]*\)$/g++\1/') $*" ;;
+	*) CXX="c++ $*" ;;
+	esac
+	set --
+fi
+# have_cxx: it compiles headers; cxx_links: it also builds C++ programs
+# for this target (g++ -m32 needs g++-multilib for that).
+have_cxx=0
+cxx_links=0
+if [ -n "$CXX" ] && command -v ${CXX%% *} >/dev/null 2>&1; then
+	have_cxx=1
+	printf '#include <cstdio>\nint main() { std::puts(""); }\n' >"$tmp/probe.cc"
+	$CXX -o "$tmp/probe" "$tmp/probe.cc" >/dev/null 2>&1 && cxx_links=1
+fi
+
+if command -v pkg-config >/dev/null 2>&1; then
+	PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+	export PKG_CONFIG_PATH
+	pcprefix=$(pkg-config --variable=prefix rseqkit 2>&1)
+	[ "$pcprefix" = "$prefix" ]
+	ok $? "rseqkit.pc names the install prefix (got: $pcprefix)"
+	cflags=$(pkg-config --cflags rseqkit)
+	libs=$(pkg-config --libs rseqkit)
+	slibs=$(pkg-config --static --libs rseqkit)
+
+	# Shared.
+	$CC $CFLAGS -Wall -Wextra -Werror $cflags -o "$tmp/consumer-shared" "$tmp/consumer.c" \
+		$libs >"$tmp/cc.log" 2>&1
+	status=$?
+	ok $status "consumer links the shared library (pkg-config --cflags --libs)"
+	diag "$tmp/cc.log"
+	if [ $status -eq 0 ]; then
+		readelf -d "$tmp/consumer-shared" | grep -q 'NEEDED.*\[librseqkit\.so\.0\]'
+		ok $? "shared consumer needs librseqkit.so.0"
+		run_consumer "$tmp/consumer-shared" "shared consumer" LD_LIBRARY_PATH="$prefix/lib"
+	fi
+
+	# librseqkit.a, the C library shared.
+	static_rsk=$(echo "$slibs" | sed 's/-lrseqkit/-Wl,-Bstatic -lrseqkit -Wl,-Bdynamic/')
+	$CC $CFLAGS -Wall -Wextra -Werror $cflags -o "$tmp/consumer-static" "$tmp/consumer.c" \
+		$static_rsk >"$tmp/cc.log" 2>&1
+	status=$?
+	ok $status "consumer links librseqkit.a (pkg-config --static, -Wl,-Bstatic -lrseqkit)"
+	diag "$tmp/cc.log"
+	if [ $status -eq 0 ]; then
+		! readelf -d "$tmp/consumer-static" | grep -q 'NEEDED.*librseqkit'
+		ok $? "static consumer does not need librseqkit.so"
+		run_consumer "$tmp/consumer-static" "consumer with librseqkit.a"
+	fi
+
+	# Fully static (libc's rseq symbols found through weak references).
+	printf 'int main(void) { return 0; }\n' >"$tmp/trivial.c"
+	if $CC -static -o "$tmp/trivial" "$tmp/trivial.c" >/dev/null 2>&1; then
+		$CC $CFLAGS -Wall -Wextra -Werror -static $cflags -o "$tmp/consumer-allstatic" \
+			"$tmp/consumer.c" $slibs >"$tmp/cc.log" 2>&1
+		status=$?
+		ok $status "consumer links fully -static (pkg-config --static)"
+		diag "$tmp/cc.log"
+		[ $status -eq 0 ] && run_consumer "$tmp/consumer-allstatic" "fully static consumer"
+	else
+		skip "this toolchain cannot link -static programs (no static libc)"
+	fi
+
+	# C++.
+	if [ $cxx_links -eq 1 ]; then
+		$CXX $CFLAGS -Wall -Wextra -Werror $cflags -o "$tmp/consumer-cxx" \
+			"$tmp/consumer.cc" $libs >"$tmp/cc.log" 2>&1
+		status=$?
+		ok $status "C++ consumer links the shared library ($CXX)"
+		diag "$tmp/cc.log"
+		[ $status -eq 0 ] &&
+			run_consumer "$tmp/consumer-cxx" "C++ consumer" LD_LIBRARY_PATH="$prefix/lib"
+	else
+		skip "C++ programs cannot be built for CC=$CC (tried: ${CXX:-none})"
+	fi
+else
+	skip "pkg-config not installed: consumer programs not built"
+fi
+
+# --- headers ----------------------------------------------------------------
+for h in "$prefix"/include/rseqkit/*.h; do
+	name=rseqkit/${h##*/}
+	$CC -fsyntax-only -Wall -Wextra -Werror -I"$prefix/include" -include "$name" \
+		-x c /dev/null >"$tmp/cc.log" 2>&1
+	ok $? "$name compiles on its own (C)"
+	diag "$tmp/cc.log"
+done
+for h in "$prefix"/include/rseqkit/arch/*.h; do
+	name=rseqkit/arch/${h##*/}
+	$CC -fsyntax-only -I"$prefix/include" -include "$name" -x c /dev/null >"$tmp/cc.log" 2>&1
+	status=$?
+	first=$(grep -m 1 'error' "$tmp/cc.log")
+	[ $status -ne 0 ] && echo "$first" | grep -q 'include <rseqkit/'
+	ok $? "$name refuses direct inclusion"
+	echo "$first" | diag
+done
+if [ $have_cxx -eq 1 ]; then
+	for std in "" -std=c++11; do
+		$CXX $std -fsyntax-only -Wall -Wextra -Werror -I"$prefix/include" \
+			-include rseqkit/rseqkit.h -x c++ /dev/null >"$tmp/cc.log" 2>&1
+		ok $? "rseqkit/rseqkit.h compiles as C++ ($CXX${std:+ $std})"
+		diag "$tmp/cc.log"
+	done
+else
+	skip "no working C++ compiler for CC=$CC (tried: ${CXX:-none})"
+fi
+
+finish
