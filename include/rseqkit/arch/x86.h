@@ -342,15 +342,16 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 							     RSK_X86_LOAD("(%[v])") \
 								     RSK_X86_CMP("%[expectnot]") \
 			     "jz %l[cmpfail]\n\t"                              \
-			     RSK_X86_STORE("(%[out])") RSK_INJECT_ASM(3)       \
-				     RSK_X86_LOAD("(%[tmp], %[offset])")       \
+			     RSK_X86_STORE("%[out]") RSK_INJECT_ASM(3)         \
+			     "add" RSK_X86_SFX " %[offset], %[tmp]\n\t"        \
+				     RSK_X86_LOAD("(%[tmp])")                  \
 					     RSK_X86_STORE("(%[v])") "2:\n\t"  \
 						     RSK_X86_ABORT             \
-			     : [tmp] "=&r"(tmp)RSK_X86_INJECT_OUT              \
+			     : [tmp] "=&r"(tmp), [out] "=m"(*out)RSK_X86_INJECT_OUT \
 			     : [area] "r"(area), [idx] "rm"(idx), [v] "r"(v),  \
 			       [expectnot] RSK_X86_VAL(expectnot),             \
-			       [offset] "r"(offset),                           \
-			       [out] "r"(out)RSK_X86_GATE_IN RSK_X86_INJECT_IN                 \
+			       [offset] RSK_X86_VAL(offset)RSK_X86_GATE_IN     \
+				       RSK_X86_INJECT_IN                       \
 			     : "memory", "cc"                                  \
 			     : cmpfail, aborted, stopped);                              \
 		return 0;                                                      \
