@@ -41,7 +41,7 @@ INJECT_LIB := $(BUILD)/lib/librseqkit-inject.a
 # Negative control: sections never arm their descriptor.
 NOARM_LIB  := $(BUILD)/lib/librseqkit-noarm.a
 
-.PHONY: all lib tools tests check bench install clean check-negative
+.PHONY: all lib tools tests check bench install clean check-negative check-long check-kernels
 all: lib tools
 
 lib: $(STATIC) $(SHARED)
@@ -85,32 +85,67 @@ TEST_LDPIE := $(if $(findstring -m32,$(CC) $(CFLAGS)),-no-pie,)
 
 $(BUILD)/bin/%: tools/%.c $(STATIC) $(LIB_HDR) $(wildcard tools/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(TOOL_LIBS_$*)
+	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(TOOL_LIBS_$*)
 
 $(BUILD)/tests/%.t: tests/%.c $(INJECT_LIB) $(LIB_HDR) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT $(TEST_PIE) $(TEST_LDPIE) -o $@ $< $(INJECT_LIB) $(LDLIBS) $(TEST_LIBS_$*)
+	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT $(TEST_PIE) $(TEST_LDPIE) $(LDFLAGS) -o $@ $< $(INJECT_LIB) $(LDLIBS) $(TEST_LIBS_$*)
 
 $(BUILD)/tests/%.t: tests/%.sh
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
 
+# rseqkit-stress runs the injection build of the library (the generic
+# tool rule above would link the plain one); its negative-control twin,
+# whose sections never arm their descriptor, must report FAILED.
+STRESS_NOARM := $(BUILD)/bin/rseqkit-stress-noarm
+$(BUILD)/bin/rseqkit-stress: tools/rseqkit-stress.c $(INJECT_LIB) $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT $(TEST_PIE) $(TEST_LDPIE) $(LDFLAGS) -o $@ $< $(INJECT_LIB) $(LDLIBS)
+$(STRESS_NOARM): tools/rseqkit-stress.c $(NOARM_LIB) $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL $(TEST_PIE) $(TEST_LDPIE) $(LDFLAGS) -o $@ $< $(NOARM_LIB) $(LDLIBS)
+tests: $(STRESS_NOARM)
+
 # Per-program extra libraries (libdl for the dlopen test, ...).
 TEST_LIBS_registration_dlopen := -ldl
+TEST_LIBS_registration_static := -static
+# The dlopen test's plugins: one needs librseqkit.so, one embeds librseqkit.a.
+$(BUILD)/tests/registration_dlopen.t: $(BUILD)/tests/plugin-shared.so $(BUILD)/tests/plugin-embedded.so
+$(BUILD)/tests/plugin-shared.so: tests/plugin/dlopen_plugin.c tests/plugin_api.h $(SHARED) $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -fPIC -shared -o $@ $< -L$(BUILD)/lib -lrseqkit -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
+$(BUILD)/tests/plugin-embedded.so: tests/plugin/dlopen_plugin.c tests/plugin_api.h $(STATIC) $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -fPIC -shared -o $@ $< $(STATIC) -Wl,--exclude-libs,ALL $(LDLIBS)
 
 # Everything a test script may need, built before prove runs.
-TEST_DEPS := lib tools $(TESTS) $(NOARM_LIB) $(INJECT_LIB)
+TEST_DEPS := lib tools $(TESTS) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM)
 
 check: $(TEST_DEPS)
 	BUILD=$(BUILD) CC="$(CC)" CFLAGS="$(CFLAGS)" prove --exec env $(TESTS)
 
 check-negative: $(TEST_DEPS)
-	BUILD=$(BUILD) CC="$(CC)" CFLAGS="$(CFLAGS)" prove --exec env $(BUILD)/tests/negative*.t
+	BUILD=$(BUILD) CC="$(CC)" CFLAGS="$(CFLAGS)" prove --exec env $(BUILD)/tests/negative*.t \
+		$(BUILD)/tests/stress_negative.t
+
+# The full stress matrix (every injection point, yield/signal/sleep at
+# 25/50/100%, both index modes, with and without -M): long, not in check.
+check-long: $(TEST_DEPS)
+	BUILD=$(BUILD) prove -v --exec sh tests/long/stress_long.sh
+
+# Debian's x86-64 kernels 6.1, 6.12 and 7.2 under qemu-system-x86_64 (TCG),
+# static test programs as /init (needs qemu-system-x86, cpio; kernels are
+# cached in build/kernels).  KERNEL=7.2 runs one; see tests/qemu/.
+check-kernels:
+	tests/qemu/check-kernels.sh $(KERNEL)
 
 bench: all
 	$(BUILD)/bin/rseqkit-bench $(BENCH_ARGS)
 
 PC_FILE := $(BUILD)/rseqkit.pc
+# Rewritten at every install: it records PREFIX, which may differ each time.
+.PHONY: $(PC_FILE)
 $(PC_FILE): Makefile
 	@mkdir -p $(@D)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
@@ -138,4 +173,4 @@ clean:
 # The negative-control twin of a test: same source, descriptor never armed.
 $(BUILD)/tests/negative-%.t: tests/%.c $(NOARM_LIB) $(LIB_HDR) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL $(TEST_PIE) $(TEST_LDPIE) -o $@ $< $(NOARM_LIB) $(LDLIBS)
+	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL $(TEST_PIE) $(TEST_LDPIE) $(LDFLAGS) -o $@ $< $(NOARM_LIB) $(LDLIBS)

@@ -3,7 +3,8 @@
  * rseqkit/rseqkit.h - restartable sequences for Linux user space.
  *
  * The umbrella header: registration and identity (thread.h), the
- * restartable primitive operations (ops.h).  See rseqkit(7).
+ * restartable primitive operations (ops.h), the per-CPU data structures
+ * (percpu.h; counter.h, spinlock.h, stack.h, ptrbuf.h, copybuf.h).  See rseqkit(7).
  */
 #ifndef RSEQKIT_RSEQKIT_H
 #define RSEQKIT_RSEQKIT_H
@@ -15,5 +16,10 @@
 #include <rseqkit/abi.h>
 #include <rseqkit/thread.h>
 #include <rseqkit/ops.h>
+#include <rseqkit/counter.h>
+#include <rseqkit/spinlock.h>
+#include <rseqkit/stack.h>
+#include <rseqkit/ptrbuf.h>
+#include <rseqkit/copybuf.h>
 
 #endif /* RSEQKIT_RSEQKIT_H */

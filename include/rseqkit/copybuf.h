@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/copybuf.h - per-CPU bounded buffer of fixed-size items, copied
+ * by value (LIFO).
+ *
+ * Where a pointer buffer hands out objects that live elsewhere, a copy
+ * buffer stores the bytes: no allocation per item, no object lifetime to
+ * manage.  The copy happens inside the critical section (rsk_cmpcopystore,
+ * word by word), so the item size is rounded up to whole words internally
+ * and bounded by RSK_COPYBUF_MAX_ITEM: a long copy widens the window in
+ * which preemption restarts the section.
+ *
+ * Synchronization:
+ *
+ *   operation              may run concurrently with    ordering
+ *   ---------------------  ---------------------------  ---------------------
+ *   rsk_copybuf_push       push, pop                    none; release with
+ *                                                       RSK_COPYBUF_RELEASE
+ *                                                       (the copied item and
+ *                                                       earlier stores are
+ *                                                       seen by whoever pops
+ *                                                       it, on any CPU)
+ *   rsk_copybuf_pop        push, pop                    relaxed
+ *   rsk_copybuf_pop_cpu    nothing (quiescent only)     -
+ *   rsk_copybuf_create     -                            -
+ *   rsk_copybuf_destroy    nothing                      -
+ *
+ * Items of a word-multiple size at a word-aligned address are copied in
+ * place; others go through a bounce buffer on the stack (one memcpy more).
+ * On any result but success, the item buffer of rsk_copybuf_pop() may
+ * have been partly written (the copy is speculative).
+ *
+ * Injection points (test builds): 7 after reading the index, 8 after
+ * reading the count.
+ */
+#ifndef RSEQKIT_COPYBUF_H
+#define RSEQKIT_COPYBUF_H
+
+#include <string.h>
+#include <rseqkit/percpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* rsk_copybuf_create flag: pushes commit with a store-release. */
+#define RSK_COPYBUF_RELEASE 1u
+/* Largest item, in bytes. */
+#define RSK_COPYBUF_MAX_ITEM 256
+/* Largest capacity per part. */
+#define RSK_COPYBUF_MAX_CAPACITY (1L << 24)
+
+struct rsk_copybuf_part {
+	intptr_t count;	  /* items in use, [0, capacity] */
+	intptr_t stopped; /* reserved for the progress protocol */
+	intptr_t item[];  /* capacity * words */
+} __attribute__((aligned(RSK_PERCPU_ALIGN)));
+
+struct rsk_copybuf {
+	enum rsk_index_mode mode; /* read-only: the mode in effect */
+	int nr;			  /* read-only: number of parts */
+	unsigned flags;		  /* read-only: RSK_COPYBUF_* */
+	size_t item_size;	  /* read-only: bytes per item, as created */
+	size_t words;		  /* item_size rounded up to words */
+	intptr_t capacity;	  /* read-only: items per part */
+	size_t stride;		  /* bytes from one part to the next */
+	char *parts;		  /* the first part */
+};
+
+/*
+ * rsk_copybuf_create - allocate a buffer of `capacity` items of
+ * `item_size` bytes per part, every part empty.  flags: 0 or
+ * RSK_COPYBUF_RELEASE.  Returns 0, -EINVAL (out NULL, unknown mode or
+ * flag, item_size 0 or > RSK_COPYBUF_MAX_ITEM, capacity < 1 or
+ * > RSK_COPYBUF_MAX_CAPACITY), -ENOMEM.
+ */
+int rsk_copybuf_create(struct rsk_copybuf **out, enum rsk_index_mode mode, size_t item_size,
+		       long capacity, unsigned flags);
+
+/* rsk_copybuf_destroy - free b.  Returns 0, or -EINVAL if b is NULL. */
+int rsk_copybuf_destroy(struct rsk_copybuf *b);
+
+/* Not API: the one slow path of the buffer (today: -ENOSYS). */
+enum rsk_copybuf_op_ { RSK_COPYBUF_PUSH_, RSK_COPYBUF_POP_ };
+int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item);
+
+static inline struct rsk_copybuf_part *rsk_copybuf_part_(const struct rsk_copybuf *b, int idx)
+{
+	return (struct rsk_copybuf_part *)(void *)(b->parts + (size_t)idx * b->stride);
+}
+
+/* True when item can be copied in place (aligned, whole words). */
+static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *item)
+{
+	return ((uintptr_t)item | b->item_size) % sizeof(intptr_t) == 0;
+}
+
+/*
+ * rsk_copybuf_push - copy the item (b->item_size bytes) onto the current
+ * CPU's part.  Returns the part's index (>= 0), -ENOSPC (that part is
+ * full: nothing stored), -EINVAL (b or item NULL), -ENOSYS.  Lock-free.
+ */
+static inline int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
+{
+	intptr_t bounce[RSK_COPYBUF_MAX_ITEM / sizeof(intptr_t)];
+	const intptr_t *src = (const intptr_t *)item;
+
+	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
+		return -EINVAL;
+	if (RSK_PERCPU_UNLIKELY(!rsk_copybuf_direct_(b, item))) {
+		bounce[b->words - 1] = 0; /* the padding of the last word */
+		memcpy(bounce, item, b->item_size);
+		src = bounce;
+	}
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		struct rsk_copybuf_part *p;
+		intptr_t count;
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_copybuf_slow_(b, RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item);
+		RSK_INJECT_C(7);
+		p = rsk_copybuf_part_(b, idx);
+		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+		if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
+			return -ENOSPC;
+		RSK_INJECT_C(8);
+		if (b->flags & RSK_COPYBUF_RELEASE)
+			ret = RSK_PERCPU_OP_(cmpcopystore_release, b->mode, area, idx, &p->count, count,
+						       &p->item[(size_t)count * b->words], src,
+						       (intptr_t)b->words, count + 1);
+		else
+			ret = RSK_PERCPU_OP_(cmpcopystore, b->mode, area, idx, &p->count, count,
+					       &p->item[(size_t)count * b->words], src, (intptr_t)b->words,
+					       count + 1);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+			return idx;
+		if (ret == RSK_ABORTED)
+			RSK_PERCPU_ABORTED();
+	}
+}
+
+/*
+ * rsk_copybuf_pop - copy the last item of the current CPU's part into
+ * item (b->item_size bytes) and remove it.  Returns the part's index
+ * (>= 0), -ENOENT (that part is empty), -EINVAL (b or item NULL),
+ * -ENOSYS.  Lock-free.
+ */
+static inline int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
+{
+	intptr_t bounce[RSK_COPYBUF_MAX_ITEM / sizeof(intptr_t)];
+	intptr_t *dst = (intptr_t *)item;
+	int direct;
+
+	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
+		return -EINVAL;
+	direct = rsk_copybuf_direct_(b, item);
+	if (RSK_PERCPU_UNLIKELY(!direct))
+		dst = bounce;
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		struct rsk_copybuf_part *p;
+		intptr_t count;
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_copybuf_slow_(b, RSK_COPYBUF_POP_, item);
+		RSK_INJECT_C(7);
+		p = rsk_copybuf_part_(b, idx);
+		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+		if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity))
+			return -ENOENT;
+		RSK_INJECT_C(8);
+		/* The count unchanged at the commit means nothing touched
+		 * the part since the section started: the copy is whole. */
+		ret = RSK_PERCPU_OP_(cmpcopystore, b->mode, area, idx, &p->count, count, dst,
+				       &p->item[(size_t)(count - 1) * b->words], (intptr_t)b->words,
+				       count - 1);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
+			if (RSK_PERCPU_UNLIKELY(!direct))
+				memcpy(item, bounce, b->item_size);
+			return idx;
+		}
+		if (ret == RSK_ABORTED)
+			RSK_PERCPU_ABORTED();
+	}
+}
+
+/*
+ * rsk_copybuf_pop_cpu - copy out and remove the last item of part `cpu`
+ * (any CPU's), with plain loads and stores: only while no other thread
+ * operates on b.  Returns 0, -ENOENT (empty), -EINVAL (b or item NULL,
+ * cpu outside [0, b->nr)).
+ */
+int rsk_copybuf_pop_cpu(struct rsk_copybuf *b, int cpu, void *item);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RSEQKIT_COPYBUF_H */

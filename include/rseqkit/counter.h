@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/counter.h - per-CPU counter.
+ *
+ * One intptr_t per CPU part; rsk_counter_add() is one restartable add on
+ * the current CPU's part (no lock prefix, no shared cache line), the
+ * readers sum the parts.
+ *
+ * Synchronization (see also <rseqkit/percpu.h>):
+ *
+ *   operation              may run concurrently with    ordering
+ *   ---------------------  ---------------------------  ---------------------
+ *   rsk_counter_add        add, read, sum               none (relaxed)
+ *   rsk_counter_read       add, read, sum               relaxed load
+ *   rsk_counter_sum        add, read, sum               relaxed loads; not a
+ *                                                       snapshot: adds during
+ *                                                       the walk may or may
+ *                                                       not be counted
+ *   rsk_counter_reset      read, sum only (no add)      relaxed stores
+ *   rsk_counter_create     -                            -
+ *   rsk_counter_destroy    nothing                      -
+ *
+ * Injection points (test builds): 7 between reading the index and the
+ * section.
+ */
+#ifndef RSEQKIT_COUNTER_H
+#define RSEQKIT_COUNTER_H
+
+#include <rseqkit/percpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rsk_counter_part {
+	intptr_t count;
+	intptr_t stopped; /* reserved for the progress protocol */
+} __attribute__((aligned(RSK_PERCPU_ALIGN)));
+
+struct rsk_counter {
+	enum rsk_index_mode mode; /* read-only: the mode in effect */
+	int nr;			  /* read-only: number of parts */
+	struct rsk_counter_part part[];
+};
+
+/*
+ * rsk_counter_create - allocate a counter, zeroed, with one part per
+ * possible CPU, indexed by `mode` (RSK_INDEX_CID becomes RSK_INDEX_CPU
+ * where the kernel has no mm_cid).  Stores it in *out.
+ * Returns 0, -EINVAL (out NULL, unknown mode), -ENOMEM.
+ */
+int rsk_counter_create(struct rsk_counter **out, enum rsk_index_mode mode);
+
+/* rsk_counter_destroy - free c.  No operation may be running on it.
+ * Returns 0, or -EINVAL if c is NULL. */
+int rsk_counter_destroy(struct rsk_counter *c);
+
+/* Not API: the slow path of rsk_counter_add (today: -ENOSYS). */
+int rsk_counter_slow_(struct rsk_counter *c, intptr_t count);
+
+/*
+ * rsk_counter_add - add count (any sign) to the current CPU's part.
+ * Returns the index of that part (>= 0), -EINVAL if c is NULL, -ENOSYS if
+ * the thread cannot run critical sections (nothing added).
+ * Wait-free with respect to other threads; restarts when preempted.
+ */
+static inline int rsk_counter_add(struct rsk_counter *c, intptr_t count)
+{
+	if (RSK_PERCPU_UNLIKELY(c == NULL))
+		return -EINVAL;
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(c->mode, c->nr, &idx);
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_counter_slow_(c, count);
+		RSK_INJECT_C(7);
+		if (RSK_PERCPU_LIKELY(RSK_PERCPU_OP_(add, c->mode, area, idx, &c->part[idx].count, count) ==
+				      RSK_OK))
+			return idx;
+		RSK_PERCPU_ABORTED();
+	}
+}
+
+/*
+ * rsk_counter_read - *value = the part of CPU index `cpu`.
+ * Returns 0, -EINVAL (c or value NULL, cpu outside [0, c->nr)).
+ */
+int rsk_counter_read(const struct rsk_counter *c, int cpu, intptr_t *value);
+
+/*
+ * rsk_counter_sum - *sum = the sum over all parts (wrapping like intptr_t
+ * would, computed unsigned).  Returns 0, -EINVAL (c or sum NULL).
+ */
+int rsk_counter_sum(const struct rsk_counter *c, intptr_t *sum);
+
+/*
+ * rsk_counter_reset - set every part to 0.  Not safe against concurrent
+ * rsk_counter_add() (an add in flight on another CPU may overwrite the
+ * reset); call it while no thread adds.  Returns 0, -EINVAL (c NULL).
+ */
+int rsk_counter_reset(struct rsk_counter *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RSEQKIT_COUNTER_H */

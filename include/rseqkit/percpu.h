@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/percpu.h - what the per-CPU data structures share.
+ *
+ * Every structure (counter.h, spinlock.h, stack.h, ptrbuf.h, copybuf.h)
+ * follows the same rules:
+ *
+ *  - It is created at run time with one part per possible CPU
+ *    (rsk_possible_cpus(), from /sys/devices/system/cpu/possible - not
+ *    sysconf, which undercounts).  In RSK_INDEX_CID mode the same number of
+ *    parts is used: the kernel keeps mm_cid below min(threads, allowed
+ *    CPUs), so possible CPUs bound it.
+ *  - RSK_INDEX_CID asked for where the kernel writes no mm_cid
+ *    (!rsk_mm_cid_available(), kernels before 6.3) silently becomes
+ *    RSK_INDEX_CPU: indexing by a meaningless mm_cid would put every
+ *    thread on part 0.  The structure's `mode` field tells which it got.
+ *  - Each part starts on its own 128-byte boundary (two 64-byte lines:
+ *    adjacent-line prefetchers pull pairs) and carries a `stopped` word,
+ *    reserved for the progress protocol (always 0 for now).
+ *  - Every index rsk_index() returns is checked against the structure's
+ *    size before it is used.
+ *  - When the calling thread cannot run a critical section on the part of
+ *    its CPU (rsk_index() < 0: no rseq in this process, thread not
+ *    registered; or an index beyond the structure), the operation goes to
+ *    the structure's single slow-path function (rsk_<name>_slow_()), which
+ *    today changes nothing and returns -ENOSYS.  The progress protocol will
+ *    turn those into locked slow paths without changing the API.
+ *
+ * Return values: negative errno on error, otherwise (for operations on the
+ * current CPU's part) the index of the part that was used:
+ *	-EINVAL  NULL structure or argument, bad mode, size or capacity 0 or
+ *	         beyond its maximum, a CPU index outside the structure
+ *	-ENOMEM  creation could not allocate
+ *	-ENOSPC  a buffer part is full (ptrbuf, copybuf push)
+ *	-ENOENT  a part is empty (stack, ptrbuf, copybuf pop)
+ *	-ENOSYS  no critical section possible here (see above)
+ */
+#ifndef RSEQKIT_PERCPU_H
+#define RSEQKIT_PERCPU_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <rseqkit/thread.h>
+#include <rseqkit/ops.h>
+
+/* Alignment and minimum stride of each CPU's part. */
+#define RSK_PERCPU_ALIGN 128
+
+#define RSK_PERCPU_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define RSK_PERCPU_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/*
+ * Injection builds only: point 0 of rsk_inject_hook() is not a delay but a
+ * notification - "a critical section of a data structure aborted" - which
+ * lets rseqkit-stress count aborts per thread.  The library's default hook
+ * ignores it.
+ */
+#if RSK_INJECTING
+#define RSK_PERCPU_ABORTED() rsk_inject_hook(0)
+#else
+#define RSK_PERCPU_ABORTED() ((void)0)
+#endif
+
+/*
+ * The calling thread's rseq area and the index (*idx) it must use for a
+ * structure of `nr` parts, or NULL when it cannot run a section on one of
+ * them (no rseq, thread not registered, or an index the structure does
+ * not have: the caller's slow path decides).  One load of the area offset
+ * serves both the index and the section that follows; rsk_index() does
+ * the lazy initialisation and registration the first time.
+ */
+static inline __attribute__((always_inline)) struct rsk_abi_area *
+rsk_percpu_area_(enum rsk_index_mode mode, int nr, int *idx)
+{
+	struct rsk_abi_area *area = rsk_area();
+	int i;
+
+	if (RSK_PERCPU_LIKELY(area != NULL)) {
+		int32_t cpu = rsk_area_cpu_id(area);
+
+		/* A structure is in CID mode only where mm_cid is written;
+		 * cpu_id < 0 means the thread is not registered. */
+		i = mode == RSK_INDEX_CPU
+			    ? cpu
+			    : (cpu >= 0 ? (int)__atomic_load_n(&area->mm_cid, __ATOMIC_RELAXED)
+					: -1);
+		if (RSK_PERCPU_LIKELY((unsigned)i < (unsigned)nr)) {
+			*idx = i;
+			return area;
+		}
+	}
+	i = rsk_index(mode);
+	if ((unsigned)i >= (unsigned)nr || (area = rsk_area()) == NULL)
+		return NULL;
+	*idx = i;
+	return area;
+}
+
+/* Run arch operation `op` on the index field of `mode`: the structures'
+ * form of ops.h's dispatch, for an area already in hand. */
+#define RSK_PERCPU_OP_(op, mode, area, idx, ...)                               \
+	((mode) == RSK_INDEX_CID ? rsk_arch_##op##_cid((area), (idx), __VA_ARGS__) \
+				 : rsk_arch_##op##_cpu((area), (idx), __VA_ARGS__))
+
+/* Creation-time mode: CID only where the kernel writes mm_cid. */
+static inline enum rsk_index_mode rsk_percpu_effective_mode_(enum rsk_index_mode mode)
+{
+	if (mode == RSK_INDEX_CID && !rsk_mm_cid_available())
+		return RSK_INDEX_CPU;
+	return mode;
+}
+
+#endif /* RSEQKIT_PERCPU_H */

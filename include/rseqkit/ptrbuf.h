@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/ptrbuf.h - per-CPU bounded pointer buffer (LIFO).
+ *
+ * Each CPU part holds up to `capacity` pointers and a count.  Push writes
+ * the slot speculatively and commits the count (rsk_cmpstorestore); pop
+ * compares both the count and the slot's content and commits the lower
+ * count (rsk_cmpcmpstore).  Pointers are opaque: NULL may be stored.
+ *
+ * Synchronization:
+ *
+ *   operation              may run concurrently with    ordering
+ *   ---------------------  ---------------------------  ---------------------
+ *   rsk_ptrbuf_push        push, pop                    none; release with
+ *                                                       RSK_PTRBUF_RELEASE:
+ *                                                       stores made before
+ *                                                       the push are seen by
+ *                                                       whoever pops it, on
+ *                                                       any CPU
+ *   rsk_ptrbuf_pop         push, pop                    address dependency
+ *   rsk_ptrbuf_pop_cpu     nothing (quiescent only)     -
+ *   rsk_ptrbuf_create      -                            -
+ *   rsk_ptrbuf_destroy     nothing                      -
+ *
+ * Without RSK_PTRBUF_RELEASE, a consumer that runs on the producer's CPU
+ * after it (the kernel orders context switches and migrations) sees the
+ * object, but a consumer on another CPU - rsk_ptrbuf_pop_cpu() today,
+ * cross-CPU operations later - may not on weakly ordered machines (arm,
+ * powerpc, riscv; x86 is ordered either way).
+ *
+ * Injection points (test builds): push - 7 after reading the index, 8
+ * after reading the count; pop - 7, 8 likewise, 9 after reading the slot.
+ */
+#ifndef RSEQKIT_PTRBUF_H
+#define RSEQKIT_PTRBUF_H
+
+#include <rseqkit/percpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* rsk_ptrbuf_create flag: pushes commit with a store-release. */
+#define RSK_PTRBUF_RELEASE 1u
+/* Largest capacity per part. */
+#define RSK_PTRBUF_MAX_CAPACITY (1L << 24)
+
+struct rsk_ptrbuf_part {
+	intptr_t count;	  /* slots in use, [0, capacity] */
+	intptr_t stopped; /* reserved for the progress protocol */
+	intptr_t slot[];  /* capacity pointers */
+} __attribute__((aligned(RSK_PERCPU_ALIGN)));
+
+struct rsk_ptrbuf {
+	enum rsk_index_mode mode; /* read-only: the mode in effect */
+	int nr;			  /* read-only: number of parts */
+	unsigned flags;		  /* read-only: RSK_PTRBUF_* */
+	intptr_t capacity;	  /* read-only: pointers per part */
+	size_t stride;		  /* bytes from one part to the next */
+	char *parts;		  /* the first part */
+};
+
+/*
+ * rsk_ptrbuf_create - allocate a buffer of `capacity` pointers per part,
+ * every part empty.  flags: 0 or RSK_PTRBUF_RELEASE.
+ * Returns 0, -EINVAL (out NULL, unknown mode or flag, capacity < 1 or
+ * > RSK_PTRBUF_MAX_CAPACITY), -ENOMEM.
+ */
+int rsk_ptrbuf_create(struct rsk_ptrbuf **out, enum rsk_index_mode mode, long capacity,
+		      unsigned flags);
+
+/* rsk_ptrbuf_destroy - free b (not what its pointers point to).
+ * Returns 0, or -EINVAL if b is NULL. */
+int rsk_ptrbuf_destroy(struct rsk_ptrbuf *b);
+
+/* Not API: the one slow path of the buffer (today: -ENOSYS). */
+enum rsk_ptrbuf_op_ { RSK_PTRBUF_PUSH_, RSK_PTRBUF_POP_ };
+int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, void **out);
+
+static inline struct rsk_ptrbuf_part *rsk_ptrbuf_part_(const struct rsk_ptrbuf *b, int idx)
+{
+	return (struct rsk_ptrbuf_part *)(void *)(b->parts + (size_t)idx * b->stride);
+}
+
+/*
+ * rsk_ptrbuf_push - append ptr to the current CPU's part.
+ * Returns the part's index (>= 0), -ENOSPC (that part is full: nothing
+ * stored), -EINVAL (b NULL), -ENOSYS.  Lock-free.
+ */
+static inline int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
+{
+	if (RSK_PERCPU_UNLIKELY(b == NULL))
+		return -EINVAL;
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		struct rsk_ptrbuf_part *p;
+		intptr_t count;
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_ptrbuf_slow_(b, RSK_PTRBUF_PUSH_, ptr, NULL);
+		RSK_INJECT_C(7);
+		p = rsk_ptrbuf_part_(b, idx);
+		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+		if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
+			return -ENOSPC;
+		RSK_INJECT_C(8);
+		if (b->flags & RSK_PTRBUF_RELEASE)
+			ret = RSK_PERCPU_OP_(cmpstorestore_release, b->mode, area, idx, &p->count, count,
+							&p->slot[count], (intptr_t)ptr, count + 1);
+		else
+			ret = RSK_PERCPU_OP_(cmpstorestore, b->mode, area, idx, &p->count, count, &p->slot[count],
+						(intptr_t)ptr, count + 1);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+			return idx;
+		if (ret == RSK_ABORTED)
+			RSK_PERCPU_ABORTED();
+	}
+}
+
+/*
+ * rsk_ptrbuf_pop - take the last pointer of the current CPU's part into
+ * *out.  Returns the part's index (>= 0), -ENOENT (that part is empty;
+ * *out = NULL), -EINVAL (b or out NULL), -ENOSYS.  Lock-free.
+ */
+static inline int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
+{
+	if (RSK_PERCPU_UNLIKELY(b == NULL || out == NULL))
+		return -EINVAL;
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		struct rsk_ptrbuf_part *p;
+		intptr_t count, ptr;
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_ptrbuf_slow_(b, RSK_PTRBUF_POP_, NULL, out);
+		RSK_INJECT_C(7);
+		p = rsk_ptrbuf_part_(b, idx);
+		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+		if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity)) {
+			*out = NULL;
+			return -ENOENT;
+		}
+		RSK_INJECT_C(8);
+		ptr = __atomic_load_n(&p->slot[count - 1], __ATOMIC_RELAXED);
+		RSK_INJECT_C(9);
+		/* Count and slot both unchanged at the commit: ptr is the
+		 * top entry, taken exactly once. */
+		ret = RSK_PERCPU_OP_(cmpcmpstore, b->mode, area, idx, &p->count, count, &p->slot[count - 1], ptr,
+				      count - 1);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
+			*out = (void *)ptr;
+			return idx;
+		}
+		if (ret == RSK_ABORTED)
+			RSK_PERCPU_ABORTED();
+	}
+}
+
+/*
+ * rsk_ptrbuf_pop_cpu - take the last pointer of part `cpu` (any CPU's),
+ * with plain loads and stores: only while no other thread operates on b.
+ * Returns 0, -ENOENT (empty; *out = NULL), -EINVAL (b or out NULL, cpu
+ * outside [0, b->nr)).
+ */
+int rsk_ptrbuf_pop_cpu(struct rsk_ptrbuf *b, int cpu, void **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RSEQKIT_PTRBUF_H */

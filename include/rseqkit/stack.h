@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/stack.h - per-CPU stack (intrusive singly linked LIFO list).
+ *
+ * The user embeds a struct rsk_stack_node in each object; the stack links
+ * them, it never allocates.  Each CPU part has its own list head.  Push is
+ * a restartable compare-and-store of the head; pop is rsk_pop(), which
+ * reads head->next inside the critical section, so no ABA problem exists
+ * (the classic lock-free stack needs tags or hazard pointers for that).
+ *
+ * Synchronization:
+ *
+ *   operation                may run concurrently with  ordering
+ *   -----------------------  -------------------------  -------------------
+ *   rsk_stack_push           push, pop, pop_all         release: the node's
+ *                                                       contents are visible
+ *                                                       to whoever pops it
+ *   rsk_stack_pop            push, pop, pop_all         address dependency
+ *                                                       (consume) on the node
+ *   rsk_stack_pop_all        push, pop, pop_all         as pop
+ *   rsk_stack_pop_all_cpu    nothing (quiescent only)   -
+ *   rsk_stack_create         -                          -
+ *   rsk_stack_destroy        nothing                    -
+ *
+ * A node may be on one stack once.  pop and pop_all take from the current
+ * CPU's part only: a part whose threads went away keeps its nodes until
+ * the program drains it with rsk_stack_pop_all_cpu() while nothing else
+ * runs (the progress protocol will make cross-CPU draining concurrent).
+ *
+ * Injection points (test builds): push - 7 after reading the index, 8
+ * after reading the head; pop, pop_all - 7 after reading the index, 8
+ * before the section.
+ */
+#ifndef RSEQKIT_STACK_H
+#define RSEQKIT_STACK_H
+
+#include <rseqkit/percpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rsk_stack_node {
+	struct rsk_stack_node *next;
+};
+
+struct rsk_stack_part {
+	intptr_t head;	  /* struct rsk_stack_node *, 0 when empty */
+	intptr_t stopped; /* reserved for the progress protocol */
+} __attribute__((aligned(RSK_PERCPU_ALIGN)));
+
+struct rsk_stack {
+	enum rsk_index_mode mode; /* read-only: the mode in effect */
+	int nr;			  /* read-only: number of parts */
+	struct rsk_stack_part part[];
+};
+
+/* rsk_stack_create - allocate a per-CPU stack, every part empty.
+ * Returns 0, -EINVAL (out NULL, unknown mode), -ENOMEM. */
+int rsk_stack_create(struct rsk_stack **out, enum rsk_index_mode mode);
+
+/* rsk_stack_destroy - free s (not the nodes still on it: drain first if
+ * they own memory).  Returns 0, or -EINVAL if s is NULL. */
+int rsk_stack_destroy(struct rsk_stack *s);
+
+/* Not API: the one slow path of the stack (today: -ENOSYS). */
+enum rsk_stack_op_ { RSK_STACK_PUSH_, RSK_STACK_POP_, RSK_STACK_POP_ALL_ };
+int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op, struct rsk_stack_node *node,
+		    struct rsk_stack_node **out);
+
+/*
+ * rsk_stack_push - push node on the current CPU's part.
+ * Returns the part's index (>= 0), -EINVAL (s or node NULL), -ENOSYS
+ * (no critical section possible: node not pushed).  Lock-free.
+ */
+static inline int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *node)
+{
+	if (RSK_PERCPU_UNLIKELY(s == NULL || node == NULL))
+		return -EINVAL;
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, &idx);
+		intptr_t head;
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL);
+		RSK_INJECT_C(7);
+		head = __atomic_load_n(&s->part[idx].head, __ATOMIC_RELAXED);
+		/* Written before the commit, which publishes it. */
+		node->next = (struct rsk_stack_node *)head;
+		RSK_INJECT_C(8);
+		ret = RSK_PERCPU_OP_(cmpstore_release, s->mode, area, idx, &s->part[idx].head, head, (intptr_t)node);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+			return idx;
+		if (ret == RSK_ABORTED)
+			RSK_PERCPU_ABORTED();
+	}
+}
+
+/*
+ * rsk_stack_pop - unlink the top node of the current CPU's part into *out.
+ * Returns the part's index (>= 0), -ENOENT (that part is empty; *out set
+ * to NULL), -EINVAL (s or out NULL), -ENOSYS.  Lock-free.
+ */
+static inline int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out)
+{
+	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
+		return -EINVAL;
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, &idx);
+		intptr_t node;
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_stack_slow_(s, RSK_STACK_POP_, NULL, out);
+		RSK_INJECT_C(7);
+		RSK_INJECT_C(8);
+		ret = RSK_PERCPU_OP_(pop, s->mode, area, idx, &s->part[idx].head, 0,
+			      (intptr_t)offsetof(struct rsk_stack_node, next), &node);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
+			*out = (struct rsk_stack_node *)node;
+			return idx;
+		}
+		if (ret == RSK_CMPFAIL) {
+			*out = NULL;
+			return -ENOENT;
+		}
+		RSK_PERCPU_ABORTED();
+	}
+}
+
+/*
+ * rsk_stack_pop_all - take the whole list of the current CPU's part: *out
+ * gets its top node (the rest linked through next, NULL-terminated).
+ * Returns the part's index (>= 0), -ENOENT (empty; *out = NULL), -EINVAL,
+ * -ENOSYS.  Lock-free.
+ */
+static inline int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_node **out)
+{
+	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
+		return -EINVAL;
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, &idx);
+		intptr_t head;
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_stack_slow_(s, RSK_STACK_POP_ALL_, NULL, out);
+		RSK_INJECT_C(7);
+		head = __atomic_load_n(&s->part[idx].head, __ATOMIC_RELAXED);
+		if (head == 0) {
+			*out = NULL;
+			return -ENOENT;
+		}
+		RSK_INJECT_C(8);
+		/* Comparing the head is enough: whatever list hangs from it
+		 * at the commit is the one taken (its links are read later). */
+		ret = RSK_PERCPU_OP_(cmpstore, s->mode, area, idx, &s->part[idx].head, head, 0);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
+			*out = (struct rsk_stack_node *)head;
+			return idx;
+		}
+		if (ret == RSK_ABORTED)
+			RSK_PERCPU_ABORTED();
+	}
+}
+
+/*
+ * rsk_stack_pop_all_cpu - take the whole list of part `cpu` (any CPU's),
+ * with plain loads and stores: only while no other thread operates on s.
+ * Returns 0 (*out = top node), -ENOENT (empty; *out = NULL), -EINVAL (s
+ * or out NULL, cpu outside [0, s->nr)).
+ */
+int rsk_stack_pop_all_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RSEQKIT_STACK_H */

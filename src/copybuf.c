@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/* Per-CPU copy buffer: creation, quiescent drain, slow path (copybuf.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+RSK_EXPORT int rsk_copybuf_create(struct rsk_copybuf **out, enum rsk_index_mode mode,
+				  size_t item_size, long capacity, unsigned flags)
+{
+	struct rsk_copybuf *b;
+	size_t words, stride, size;
+	int nr;
+
+	if (out == NULL || (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID) ||
+	    (flags & ~RSK_COPYBUF_RELEASE) != 0 || item_size == 0 ||
+	    item_size > RSK_COPYBUF_MAX_ITEM || capacity < 1 ||
+	    capacity > RSK_COPYBUF_MAX_CAPACITY)
+		return -EINVAL;
+	nr = rsk_possible_cpus();
+	words = (item_size + sizeof(intptr_t) - 1) / sizeof(intptr_t);
+	if (__builtin_mul_overflow(words * sizeof(intptr_t), (size_t)capacity, &stride) ||
+	    __builtin_add_overflow(stride, sizeof(struct rsk_copybuf_part) + RSK_PERCPU_ALIGN - 1,
+				   &stride))
+		return -ENOMEM;
+	stride &= ~(size_t)(RSK_PERCPU_ALIGN - 1);
+	/* The header gets an aligned slot of its own: parts stay aligned. */
+	if (__builtin_mul_overflow(stride, (size_t)nr, &size) ||
+	    __builtin_add_overflow(size, (size_t)RSK_PERCPU_ALIGN, &size))
+		return -ENOMEM;
+	b = aligned_alloc(RSK_PERCPU_ALIGN, size);
+	if (b == NULL)
+		return -ENOMEM;
+	memset(b, 0, size);
+	b->mode = rsk_percpu_effective_mode_(mode);
+	b->nr = nr;
+	b->flags = flags;
+	b->item_size = item_size;
+	b->words = words;
+	b->capacity = capacity;
+	b->stride = stride;
+	b->parts = (char *)b + RSK_PERCPU_ALIGN;
+	*out = b;
+	return 0;
+}
+
+RSK_EXPORT int rsk_copybuf_destroy(struct rsk_copybuf *b)
+{
+	if (b == NULL)
+		return -EINVAL;
+	free(b);
+	return 0;
+}
+
+/* The one place that decides what push/pop do without a critical
+ * section: nothing yet - the progress protocol will stop the part and
+ * copy with plain code. */
+RSK_EXPORT int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item)
+{
+	(void)b;
+	(void)op;
+	(void)item;
+	return -ENOSYS;
+}
+
+RSK_EXPORT int rsk_copybuf_pop_cpu(struct rsk_copybuf *b, int cpu, void *item)
+{
+	struct rsk_copybuf_part *p;
+	intptr_t count;
+
+	if (b == NULL || item == NULL || (unsigned)cpu >= (unsigned)b->nr)
+		return -EINVAL;
+	p = rsk_copybuf_part_(b, cpu);
+	count = __atomic_load_n(&p->count, __ATOMIC_ACQUIRE);
+	if ((uintptr_t)(count - 1) >= (uintptr_t)b->capacity)
+		return -ENOENT;
+	memcpy(item, &p->item[(size_t)(count - 1) * b->words], b->item_size);
+	__atomic_store_n(&p->count, count - 1, __ATOMIC_RELAXED);
+	return 0;
+}

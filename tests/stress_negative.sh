@@ -1,0 +1,69 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Negative control of the stress tests: rseqkit-stress-noarm is built with
+# sections that never arm their descriptor, so the kernel never restarts
+# them.  With delays widening the windows, every test must then report
+# FAILED (loss or duplication detected): proof that the checks of
+# rseqkit-stress can see a broken critical section.
+#
+# The counter (-T i) is marked TODO: its section ends in one add-to-memory
+# instruction, which an unarmed section still cannot lose on the same CPU;
+# only a migration inside the window colliding with an add on the old CPU
+# loses a count, too rare to demand in a quick run.
+BUILD=${BUILD:-build}
+NOARM=$BUILD/bin/rseqkit-stress-noarm
+STRESS=$BUILD/bin/rseqkit-stress
+
+if [ ! -x "$NOARM" ]; then
+	echo "1..0 # SKIP $NOARM not built"
+	exit 0
+fi
+if ! "$STRESS" -c; then
+	echo "1..0 # SKIP rseq cannot be used here"
+	exit 0
+fi
+cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+THREADS=$((6 * cpus))
+
+# Delays per test: 3 is after the compare, before the commit; the
+# spinlock also gets a delay inside the region its lock protects (9).
+delays() {
+	case $1 in
+	s) echo "-3 2000 -9 2000" ;;
+	l | b | m) echo "-3 2000" ;;
+	i) echo "-2 5 -g 1 -r 3000000" ;;
+	esac
+}
+
+echo "1..10"
+n=0
+fails=0
+for t in s l b m i; do
+	for mode in cpu cid; do
+		n=$((n + 1))
+		todo=
+		[ $t = i ] && todo=" # TODO an unarmed single-instruction add rarely loses"
+		# Up to three tries, reps doubling: a loss has to show at least once.
+		reps=20000
+		detected=
+		for try in 1 2 3; do
+			# shellcheck disable=SC2046
+			out=$("$NOARM" -T $t -I $mode -t $THREADS -r $reps $(delays $t) 2>&1)
+			rc=$?
+			last=$(printf '%s\n' "$out" | tail -n 1)
+			case $last in
+			*FAILED*) [ $rc -eq 1 ] && detected=1 && break ;;
+			esac
+			reps=$((reps * 2))
+		done
+		if [ -n "$detected" ]; then
+			echo "ok $n - unarmed -T $t -I $mode: loss detected$todo # $last"
+		else
+			echo "not ok $n - unarmed -T $t -I $mode: no loss detected (exit $rc)$todo"
+			printf '%s\n' "$out" | sed 's/^/# /'
+			[ -z "$todo" ] && fails=$((fails + 1))
+		fi
+	done
+done
+exit $((fails > 0))

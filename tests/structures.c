@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-CPU data structures, one thread: exact semantics of each
+ * operation (pinned to one CPU, so the current part does not change), the
+ * layout promises (size, alignment), and bad input answered with -EINVAL.
+ * The concurrent side is rseqkit-stress's (tests/stress_quick.sh).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <rseqkit/rseqkit.h>
+#include "tap.h"
+
+static int nr;
+
+static int aligned128(const void *p)
+{
+	return ((uintptr_t)p % RSK_PERCPU_ALIGN) == 0;
+}
+
+static void skip(const char *why)
+{
+	printf("ok %d # SKIP %s\n", ++tap_n, why);
+}
+
+#define N_COUNTER 17
+static void counter(enum rsk_index_mode m, const char *mn)
+{
+	struct rsk_counter *c = NULL;
+	intptr_t v = -1, sum = -1;
+	int idx;
+
+	tap_ok(rsk_counter_create(NULL, m) == -EINVAL, "%s counter: create(NULL) -EINVAL", mn);
+	tap_ok(rsk_counter_create(&c, (enum rsk_index_mode)7) == -EINVAL,
+	       "%s counter: unknown mode -EINVAL", mn);
+	tap_ok(rsk_counter_create(&c, m) == 0 && c != NULL, "%s counter: created", mn);
+	tap_ok(c->nr == nr && aligned128(&c->part[0]) && aligned128(&c->part[1 % nr]) &&
+		       (m == RSK_INDEX_CPU ? c->mode == RSK_INDEX_CPU
+					   : c->mode == (rsk_mm_cid_available() ? RSK_INDEX_CID
+										: RSK_INDEX_CPU)),
+	       "%s counter: one 128-aligned part per possible CPU, mode %d", mn, c->mode);
+	idx = rsk_counter_add(c, 5);
+	tap_ok(idx >= 0 && idx < nr, "%s counter: add returns the part index %d", mn, idx);
+	tap_ok(rsk_counter_add(c, -2) == idx, "%s counter: negative add, same part", mn);
+	tap_ok(rsk_counter_read(c, idx, &v) == 0 && v == 3, "%s counter: read part = 3", mn);
+	tap_ok(rsk_counter_sum(c, &sum) == 0 && sum == 3, "%s counter: sum = 3", mn);
+	tap_ok(rsk_counter_read(c, -1, &v) == -EINVAL && rsk_counter_read(c, nr, &v) == -EINVAL,
+	       "%s counter: read of a CPU outside -EINVAL", mn);
+	tap_ok(rsk_counter_read(c, idx, NULL) == -EINVAL && rsk_counter_read(NULL, 0, &v) == -EINVAL,
+	       "%s counter: read with NULL -EINVAL", mn);
+	tap_ok(rsk_counter_sum(NULL, &sum) == -EINVAL && rsk_counter_sum(c, NULL) == -EINVAL,
+	       "%s counter: sum with NULL -EINVAL", mn);
+	tap_ok(rsk_counter_add(NULL, 1) == -EINVAL, "%s counter: add(NULL) -EINVAL", mn);
+	tap_ok(rsk_counter_reset(c) == 0 && rsk_counter_sum(c, &sum) == 0 && sum == 0,
+	       "%s counter: reset", mn);
+	tap_ok(rsk_counter_reset(NULL) == -EINVAL, "%s counter: reset(NULL) -EINVAL", mn);
+	rsk_counter_add(c, INTPTR_MAX);
+	rsk_counter_add(c, 1);
+	tap_ok(rsk_counter_sum(c, &sum) == 0 && sum == INTPTR_MIN, "%s counter: sum wraps", mn);
+	tap_ok(rsk_counter_destroy(c) == 0, "%s counter: destroyed", mn);
+	tap_ok(rsk_counter_destroy(NULL) == -EINVAL, "%s counter: destroy(NULL) -EINVAL", mn);
+}
+
+#define N_SPINLOCK 9
+static void spinlock(enum rsk_index_mode m, const char *mn)
+{
+	struct rsk_spinlock *l = NULL;
+	int idx;
+
+	tap_ok(rsk_spinlock_create(NULL, m) == -EINVAL, "%s spinlock: create(NULL) -EINVAL", mn);
+	tap_ok(rsk_spinlock_create(&l, m) == 0 && l->nr == nr && aligned128(&l->part[0]),
+	       "%s spinlock: created", mn);
+	idx = rsk_spinlock_lock(l);
+	tap_ok(idx >= 0 && idx < nr && l->part[idx].locked == 1, "%s spinlock: lock takes part %d",
+	       mn, idx);
+	tap_ok(rsk_spinlock_unlock(l, idx) == 0 && l->part[idx].locked == 0,
+	       "%s spinlock: unlock frees it", mn);
+	tap_ok(rsk_spinlock_unlock(l, idx) == -EINVAL, "%s spinlock: unlock of a free lock -EINVAL",
+	       mn);
+	tap_ok(rsk_spinlock_unlock(l, -1) == -EINVAL && rsk_spinlock_unlock(l, nr) == -EINVAL,
+	       "%s spinlock: unlock of a CPU outside -EINVAL", mn);
+	tap_ok(rsk_spinlock_lock(NULL) == -EINVAL && rsk_spinlock_unlock(NULL, 0) == -EINVAL,
+	       "%s spinlock: NULL -EINVAL", mn);
+	tap_ok(rsk_spinlock_lock(l) == idx && rsk_spinlock_unlock(l, idx) == 0,
+	       "%s spinlock: lock again", mn);
+	tap_ok(rsk_spinlock_destroy(l) == 0 && rsk_spinlock_destroy(NULL) == -EINVAL,
+	       "%s spinlock: destroy, destroy(NULL) -EINVAL", mn);
+}
+
+#define N_STACK 12
+static void stack(enum rsk_index_mode m, const char *mn)
+{
+	struct rsk_stack *s = NULL;
+	struct rsk_stack_node n[3], *out = &n[0];
+	int idx;
+
+	tap_ok(rsk_stack_create(NULL, m) == -EINVAL, "%s stack: create(NULL) -EINVAL", mn);
+	tap_ok(rsk_stack_create(&s, m) == 0 && s->nr == nr && aligned128(&s->part[0]),
+	       "%s stack: created", mn);
+	tap_ok(rsk_stack_pop(s, &out) == -ENOENT && out == NULL, "%s stack: pop of empty -ENOENT",
+	       mn);
+	idx = rsk_stack_push(s, &n[0]);
+	tap_ok(idx >= 0 && rsk_stack_push(s, &n[1]) == idx && rsk_stack_push(s, &n[2]) == idx,
+	       "%s stack: three pushes on part %d", mn, idx);
+	tap_ok(rsk_stack_pop(s, &out) == idx && out == &n[2], "%s stack: pop is LIFO", mn);
+	tap_ok(rsk_stack_pop_all(s, &out) == idx && out == &n[1] && n[1].next == &n[0] &&
+		       n[0].next == NULL,
+	       "%s stack: pop_all takes the rest, linked", mn);
+	tap_ok(rsk_stack_pop_all(s, &out) == -ENOENT && out == NULL,
+	       "%s stack: pop_all of empty -ENOENT", mn);
+	rsk_stack_push(s, &n[0]);
+	tap_ok(rsk_stack_pop_all_cpu(s, idx, &out) == 0 && out == &n[0] && n[0].next == NULL &&
+		       rsk_stack_pop_all_cpu(s, idx, &out) == -ENOENT,
+	       "%s stack: pop_all_cpu drains a part", mn);
+	tap_ok(rsk_stack_pop_all_cpu(s, -1, &out) == -EINVAL &&
+		       rsk_stack_pop_all_cpu(s, nr, &out) == -EINVAL,
+	       "%s stack: pop_all_cpu of a CPU outside -EINVAL", mn);
+	tap_ok(rsk_stack_push(s, NULL) == -EINVAL && rsk_stack_push(NULL, &n[0]) == -EINVAL,
+	       "%s stack: push with NULL -EINVAL", mn);
+	tap_ok(rsk_stack_pop(s, NULL) == -EINVAL && rsk_stack_pop(NULL, &out) == -EINVAL &&
+		       rsk_stack_pop_all(NULL, &out) == -EINVAL &&
+		       rsk_stack_pop_all_cpu(NULL, 0, &out) == -EINVAL,
+	       "%s stack: pops with NULL -EINVAL", mn);
+	tap_ok(rsk_stack_destroy(s) == 0 && rsk_stack_destroy(NULL) == -EINVAL,
+	       "%s stack: destroy, destroy(NULL) -EINVAL", mn);
+}
+
+#define N_PTRBUF 11
+static void ptrbuf(enum rsk_index_mode m, const char *mn)
+{
+	struct rsk_ptrbuf *b = NULL;
+	int x, y, z, idx;
+	void *out = &x;
+
+	tap_ok(rsk_ptrbuf_create(&b, m, 0, 0) == -EINVAL &&
+		       rsk_ptrbuf_create(&b, m, -1, 0) == -EINVAL &&
+		       rsk_ptrbuf_create(&b, m, RSK_PTRBUF_MAX_CAPACITY + 1, 0) == -EINVAL,
+	       "%s ptrbuf: capacity 0, negative, beyond the maximum -EINVAL", mn);
+	tap_ok(rsk_ptrbuf_create(NULL, m, 2, 0) == -EINVAL &&
+		       rsk_ptrbuf_create(&b, m, 2, 0x80) == -EINVAL &&
+		       rsk_ptrbuf_create(&b, (enum rsk_index_mode)-1, 2, 0) == -EINVAL,
+	       "%s ptrbuf: NULL, unknown flag, unknown mode -EINVAL", mn);
+	tap_ok(rsk_ptrbuf_create(&b, m, 2, RSK_PTRBUF_RELEASE) == 0 && b->nr == nr &&
+		       aligned128(rsk_ptrbuf_part_(b, 0)) && aligned128(rsk_ptrbuf_part_(b, nr - 1)),
+	       "%s ptrbuf: created, parts 128-aligned", mn);
+	tap_ok(rsk_ptrbuf_pop(b, &out) == -ENOENT && out == NULL, "%s ptrbuf: pop of empty -ENOENT",
+	       mn);
+	idx = rsk_ptrbuf_push(b, &x);
+	tap_ok(idx >= 0 && rsk_ptrbuf_push(b, &y) == idx, "%s ptrbuf: two pushes on part %d", mn,
+	       idx);
+	tap_ok(rsk_ptrbuf_push(b, &z) == -ENOSPC, "%s ptrbuf: push on a full part -ENOSPC", mn);
+	tap_ok(rsk_ptrbuf_pop(b, &out) == idx && out == &y && rsk_ptrbuf_pop(b, &out) == idx &&
+		       out == &x && rsk_ptrbuf_pop(b, &out) == -ENOENT,
+	       "%s ptrbuf: pops are LIFO, then empty", mn);
+	rsk_ptrbuf_push(b, NULL);
+	out = &x;
+	tap_ok(rsk_ptrbuf_pop_cpu(b, idx, &out) == 0 && out == NULL &&
+		       rsk_ptrbuf_pop_cpu(b, idx, &out) == -ENOENT,
+	       "%s ptrbuf: NULL is a value; pop_cpu drains", mn);
+	tap_ok(rsk_ptrbuf_pop_cpu(b, -1, &out) == -EINVAL &&
+		       rsk_ptrbuf_pop_cpu(b, nr, &out) == -EINVAL,
+	       "%s ptrbuf: pop_cpu of a CPU outside -EINVAL", mn);
+	tap_ok(rsk_ptrbuf_push(NULL, &x) == -EINVAL && rsk_ptrbuf_pop(NULL, &out) == -EINVAL &&
+		       rsk_ptrbuf_pop(b, NULL) == -EINVAL && rsk_ptrbuf_pop_cpu(NULL, 0, &out) == -EINVAL,
+	       "%s ptrbuf: NULL arguments -EINVAL", mn);
+	tap_ok(rsk_ptrbuf_destroy(b) == 0 && rsk_ptrbuf_destroy(NULL) == -EINVAL,
+	       "%s ptrbuf: destroy, destroy(NULL) -EINVAL", mn);
+}
+
+#define N_COPYBUF 12
+static void copybuf(enum rsk_index_mode m, const char *mn)
+{
+	struct rsk_copybuf *b = NULL;
+	struct { uint64_t a, b; } in1 = { 1, 2 }, in2 = { 3, 4 }, out = { 0, 0 };
+	unsigned char odd_in[1 + 3] = { 0, 7, 8, 9 }, odd_out[1 + 3] = { 0, 0, 0, 0 };
+	unsigned char big[RSK_COPYBUF_MAX_ITEM], big_out[RSK_COPYBUF_MAX_ITEM];
+	int idx;
+
+	tap_ok(rsk_copybuf_create(&b, m, 0, 4, 0) == -EINVAL &&
+		       rsk_copybuf_create(&b, m, RSK_COPYBUF_MAX_ITEM + 1, 4, 0) == -EINVAL,
+	       "%s copybuf: item size 0 or beyond the maximum -EINVAL", mn);
+	tap_ok(rsk_copybuf_create(&b, m, 16, 0, 0) == -EINVAL &&
+		       rsk_copybuf_create(&b, m, 16, RSK_COPYBUF_MAX_CAPACITY + 1, 0) == -EINVAL &&
+		       rsk_copybuf_create(NULL, m, 16, 4, 0) == -EINVAL &&
+		       rsk_copybuf_create(&b, m, 16, 4, 2) == -EINVAL,
+	       "%s copybuf: capacity 0 or too big, NULL, unknown flag -EINVAL", mn);
+	tap_ok(rsk_copybuf_create(&b, m, sizeof(in1), 2, 0) == 0 && b->nr == nr &&
+		       aligned128(rsk_copybuf_part_(b, 0)) &&
+		       aligned128(rsk_copybuf_part_(b, nr - 1)),
+	       "%s copybuf: created, parts 128-aligned", mn);
+	tap_ok(rsk_copybuf_pop(b, &out) == -ENOENT, "%s copybuf: pop of empty -ENOENT", mn);
+	idx = rsk_copybuf_push(b, &in1);
+	tap_ok(idx >= 0 && rsk_copybuf_push(b, &in2) == idx && rsk_copybuf_push(b, &in1) == -ENOSPC,
+	       "%s copybuf: two pushes on part %d, third -ENOSPC", mn, idx);
+	in2.a = 99; /* copied by value: later changes do not matter */
+	tap_ok(rsk_copybuf_pop(b, &out) == idx && out.a == 3 && out.b == 4 &&
+		       rsk_copybuf_pop(b, &out) == idx && out.a == 1 && out.b == 2,
+	       "%s copybuf: pops return copies, LIFO", mn);
+	tap_ok(rsk_copybuf_destroy(b) == 0, "%s copybuf: destroyed", mn);
+
+	/* 3 bytes at an odd address: rounded up, through the bounce buffer. */
+	tap_ok(rsk_copybuf_create(&b, m, 3, 1, RSK_COPYBUF_RELEASE) == 0 && b->words == 1 &&
+		       rsk_copybuf_push(b, odd_in + 1) >= 0 && rsk_copybuf_pop(b, odd_out + 1) >= 0 &&
+		       memcmp(odd_out, odd_in, sizeof(odd_in)) == 0,
+	       "%s copybuf: a 3-byte unaligned item round-trips, nothing else written", mn);
+	rsk_copybuf_destroy(b);
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (unsigned char)(i * 7 + 1);
+	tap_ok(rsk_copybuf_create(&b, m, sizeof(big), 3, 0) == 0 && rsk_copybuf_push(b, big) >= 0 &&
+		       rsk_copybuf_pop_cpu(b, idx, big_out) == 0 &&
+		       memcmp(big, big_out, sizeof(big)) == 0,
+	       "%s copybuf: a maximum-size item round-trips through pop_cpu", mn);
+	tap_ok(rsk_copybuf_pop_cpu(b, idx, big_out) == -ENOENT &&
+		       rsk_copybuf_pop_cpu(b, -1, big_out) == -EINVAL &&
+		       rsk_copybuf_pop_cpu(b, nr, big_out) == -EINVAL,
+	       "%s copybuf: pop_cpu of empty -ENOENT, of a CPU outside -EINVAL", mn);
+	tap_ok(rsk_copybuf_push(NULL, big) == -EINVAL && rsk_copybuf_push(b, NULL) == -EINVAL &&
+		       rsk_copybuf_pop(NULL, big) == -EINVAL && rsk_copybuf_pop(b, NULL) == -EINVAL &&
+		       rsk_copybuf_pop_cpu(NULL, 0, big) == -EINVAL,
+	       "%s copybuf: NULL arguments -EINVAL", mn);
+	tap_ok(rsk_copybuf_destroy(b) == 0 && rsk_copybuf_destroy(NULL) == -EINVAL,
+	       "%s copybuf: destroy, destroy(NULL) -EINVAL", mn);
+}
+
+/* Without a critical section possible (thread unregistered), operations
+ * report -ENOSYS and change nothing.  Only a library-owned registration
+ * can be dropped (libc's never is). */
+#define N_NOSYS 5
+static void nosys(void)
+{
+	struct rsk_status st;
+	struct rsk_counter *c;
+	struct rsk_stack *s;
+	struct rsk_ptrbuf *b;
+	struct rsk_copybuf *cb;
+	struct rsk_spinlock *l;
+	struct rsk_stack_node n, *out;
+	intptr_t sum = 1;
+	char item[8] = { 0 };
+	void *p;
+
+	rsk_status(&st);
+	if (st.owner != RSK_OWNER_LIBRARY || rsk_unregister(RSK_UNREGISTER_FORCE) != 0 ||
+	    rsk_index(RSK_INDEX_CPU) >= 0) {
+		for (int i = 0; i < N_NOSYS; i++)
+			skip("needs a library-owned registration (GLIBC_TUNABLES=glibc.pthread.rseq=0)");
+		if (st.owner == RSK_OWNER_LIBRARY)
+			rsk_register();
+		return;
+	}
+	rsk_counter_create(&c, RSK_INDEX_CPU);
+	rsk_spinlock_create(&l, RSK_INDEX_CPU);
+	rsk_stack_create(&s, RSK_INDEX_CPU);
+	rsk_ptrbuf_create(&b, RSK_INDEX_CPU, 2, 0);
+	rsk_copybuf_create(&cb, RSK_INDEX_CPU, sizeof(item), 2, 0);
+	tap_ok(rsk_counter_add(c, 1) == -ENOSYS && rsk_counter_sum(c, &sum) == 0 && sum == 0,
+	       "unregistered: counter add -ENOSYS, nothing added");
+	tap_ok(rsk_spinlock_lock(l) == -ENOSYS, "unregistered: spinlock lock -ENOSYS");
+	tap_ok(rsk_stack_push(s, &n) == -ENOSYS && rsk_stack_pop(s, &out) == -ENOSYS &&
+		       rsk_stack_pop_all(s, &out) == -ENOSYS,
+	       "unregistered: stack operations -ENOSYS");
+	tap_ok(rsk_ptrbuf_push(b, &n) == -ENOSYS && rsk_ptrbuf_pop(b, &p) == -ENOSYS,
+	       "unregistered: ptrbuf operations -ENOSYS");
+	tap_ok(rsk_copybuf_push(cb, item) == -ENOSYS && rsk_copybuf_pop(cb, item) == -ENOSYS,
+	       "unregistered: copybuf operations -ENOSYS");
+	rsk_counter_destroy(c);
+	rsk_spinlock_destroy(l);
+	rsk_stack_destroy(s);
+	rsk_ptrbuf_destroy(b);
+	rsk_copybuf_destroy(cb);
+	rsk_register();
+}
+
+int main(void)
+{
+	struct rsk_status st;
+	cpu_set_t one;
+	int modes;
+
+	rsk_status(&st);
+	if (!st.available)
+		tap_plan_skip_all(st.reason);
+	nr = rsk_possible_cpus();
+	/* Stay on one CPU: each part index is then stable. */
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	sched_setaffinity(0, sizeof(one), &one);
+
+	modes = 2; /* cid falls back to cpu where mm_cid is missing */
+	tap_plan(modes * (N_COUNTER + N_SPINLOCK + N_STACK + N_PTRBUF + N_COPYBUF) + N_NOSYS);
+	for (int m = 0; m < modes; m++) {
+		const char *mn = m ? "cid" : "cpu";
+		counter((enum rsk_index_mode)m, mn);
+		spinlock((enum rsk_index_mode)m, mn);
+		stack((enum rsk_index_mode)m, mn);
+		ptrbuf((enum rsk_index_mode)m, mn);
+		copybuf((enum rsk_index_mode)m, mn);
+	}
+	nosys();
+	return tap_done();
+}

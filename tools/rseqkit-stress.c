@@ -1,0 +1,627 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit-stress - hammer the per-CPU data structures from many threads,
+ * with delays, yields, signals and sleeps injected into the critical
+ * sections, and check that nothing was lost or duplicated.
+ *
+ * Built only against the injection build of the library (-DRSEQKIT_INJECT);
+ * its twin rseqkit-stress-noarm uses sections whose descriptor is never
+ * armed, and must report FAILED: the proof that the checks catch loss.
+ *
+ * Exit: 0 OK, 1 FAILED, 2 usage error or nothing to test here.
+ * See rseqkit-stress(1).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <rseqkit/rseqkit.h>
+
+#ifndef RSEQKIT_INJECT
+#error "rseqkit-stress needs the injection build (-DRSEQKIT_INJECT)"
+#endif
+
+/* Items each thread brings into the list / buffer tests. */
+#define ITEMS_PER_THREAD 4
+
+struct options {
+	char test;		/* s l b m i */
+	long threads, reps;
+	enum rsk_index_mode mode;
+	int release;		/* -M */
+	long modulo;		/* -m */
+	int yield, sig;		/* -y, -k */
+	long sleep_ms;		/* -s */
+	long migrate_us;	/* -g */
+	int verbose;
+};
+static struct options opt = { .test = 'i', .threads = 200, .reps = 5000 };
+
+/* ---- injection hook (points 7-9 are called from the inline fast paths;
+ * point 0 notifies an aborted section) ---- */
+
+static __thread long t_aborts, t_signals, t_passes;
+
+void rsk_inject_hook(int point)
+{
+	int loops;
+
+	if (point == 0) {
+		t_aborts++;
+		return;
+	}
+	if (point < 0 || point >= RSK_INJECT_POINTS)
+		return;
+	loops = __atomic_load_n(&rsk_inject_loops[point], __ATOMIC_RELAXED);
+	if (loops > 0) {
+		for (int i = 0; i < loops; i++)
+			__asm__ __volatile__("" ::: "memory");
+	} else if (loops == -1 && opt.modulo > 0 && ++t_passes % opt.modulo == 0) {
+		if (opt.sleep_ms > 0)
+			poll(NULL, 0, (int)opt.sleep_ms);
+		if (opt.yield)
+			sched_yield();
+		if (opt.sig)
+			raise(SIGUSR1);
+	}
+}
+
+/* Harmless: counts, in the interrupted thread. */
+static void on_signal(int sig)
+{
+	(void)sig;
+	t_signals++;
+}
+
+/* ---- the structures under test and their items ---- */
+
+struct item {
+	struct rsk_stack_node node; /* list test */
+	long id;
+};
+
+struct value {		/* the copy buffer's 16-byte item */
+	uint64_t id;
+	uint64_t check; /* derived from id: a torn copy shows */
+};
+
+static uint64_t check_of(uint64_t id)
+{
+	return (id + 1) * 0x9e3779b97f4a7c15ull;
+}
+
+struct shard {
+	intptr_t v;
+} __attribute__((aligned(128)));
+
+static struct rsk_counter *counter;
+static struct rsk_spinlock *lock;
+static struct shard *shards;
+static struct rsk_stack *stack;
+static struct rsk_ptrbuf *ptrbuf;
+static struct rsk_copybuf *copybuf;
+static struct item *items;
+static long nitems;
+static pthread_barrier_t start_barrier;
+static long finished; /* workers done (atomic) */
+
+struct worker {
+	pthread_t th;
+	long id;
+	long ops, aborts, fallbacks, signals, empty, errors;
+};
+
+/* A result that is neither success nor an expected condition. */
+static void unexpected(struct worker *w, const char *what, int ret)
+{
+	if (w->errors++ == 0)
+		fprintf(stderr, "rseqkit-stress: thread %ld: %s returned %d (%s)\n", w->id, what, ret,
+			strerror(-ret));
+}
+
+/* Put a thread's items in at the start (list, buffer, memcpy tests). */
+static void seed_items(struct worker *w)
+{
+	for (long k = 0; k < ITEMS_PER_THREAD; k++) {
+		long id = w->id * ITEMS_PER_THREAD + k;
+		struct value val = { (uint64_t)id, check_of((uint64_t)id) };
+		int ret = 0;
+
+		switch (opt.test) {
+		case 'l':
+			ret = rsk_stack_push(stack, &items[id].node);
+			break;
+		case 'b':
+			ret = rsk_ptrbuf_push(ptrbuf, &items[id]);
+			break;
+		case 'm':
+			ret = rsk_copybuf_push(copybuf, &val);
+			break;
+		}
+		if (ret == -ENOSYS)
+			w->fallbacks++;
+		else if (ret < 0)
+			unexpected(w, "seeding push", ret);
+	}
+}
+
+/* Count one result; -ENOENT (an empty part) and -ENOSYS are expected. */
+static void account(struct worker *w, int ret, const char *what)
+{
+	if (ret >= 0)
+		w->ops++;
+	else if (ret == -ENOENT)
+		w->empty++;
+	else if (ret == -ENOSYS)
+		w->fallbacks++;
+	else
+		unexpected(w, what, ret);
+}
+
+/* Pop a batch of 1-3 items, push them back: the parts' counts move by
+ * more than one, which is what makes a stale commit lose or duplicate. */
+#define BATCH 3
+
+static void one_rep(struct worker *w, long rep)
+{
+	int ret, n = (int)(rep % BATCH) + 1, got = 0;
+
+	switch (opt.test) {
+	case 'i':
+		account(w, rsk_counter_add(counter, 1), "rsk_counter_add");
+		break;
+	case 's': {
+		int idx = ret = rsk_spinlock_lock(lock);
+		account(w, ret, "rsk_spinlock_lock");
+		if (ret < 0)
+			break;
+		/* A read-modify-write with a window: only the lock keeps
+		 * other threads of this index out of it. */
+		intptr_t v = *(volatile intptr_t *)&shards[idx].v;
+		RSK_INJECT_C(9);
+		*(volatile intptr_t *)&shards[idx].v = v + 1;
+		ret = rsk_spinlock_unlock(lock, idx);
+		if (ret < 0)
+			unexpected(w, "rsk_spinlock_unlock", ret);
+		break;
+	}
+	case 'l': {
+		struct rsk_stack_node *node[BATCH];
+		while (got < n && (ret = rsk_stack_pop(stack, &node[got])) >= 0)
+			account(w, ret, "rsk_stack_pop"), got++;
+		if (got < n)
+			account(w, ret, "rsk_stack_pop");
+		while (got > 0)
+			account(w, rsk_stack_push(stack, node[--got]), "rsk_stack_push");
+		break;
+	}
+	case 'b': {
+		void *p[BATCH];
+		while (got < n && (ret = rsk_ptrbuf_pop(ptrbuf, &p[got])) >= 0)
+			account(w, ret, "rsk_ptrbuf_pop"), got++;
+		if (got < n)
+			account(w, ret, "rsk_ptrbuf_pop");
+		while (got > 0)
+			account(w, rsk_ptrbuf_push(ptrbuf, p[--got]), "rsk_ptrbuf_push");
+		break;
+	}
+	default: { /* 'm' */
+		struct value val[BATCH];
+		while (got < n && (ret = rsk_copybuf_pop(copybuf, &val[got])) >= 0) {
+			account(w, ret, "rsk_copybuf_pop");
+			if (val[got].id >= (uint64_t)nitems ||
+			    val[got].check != check_of(val[got].id))
+				w->errors++; /* torn or foreign: kept out, shows as lost */
+			else
+				got++;
+		}
+		if (ret < 0)
+			account(w, ret, "rsk_copybuf_pop");
+		while (got > 0)
+			account(w, rsk_copybuf_push(copybuf, &val[--got]), "rsk_copybuf_push");
+		break;
+	}
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	seed_items(w);
+	pthread_barrier_wait(&start_barrier);
+	for (long r = 0; r < opt.reps; r++)
+		one_rep(w, r);
+	w->aborts = t_aborts;
+	w->signals = t_signals;
+	__atomic_add_fetch(&finished, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* -g: move a random worker to a random allowed CPU every migrate_us
+ * microseconds, so that migrations land inside critical sections.  Runs
+ * until every worker finished (they are joined only after it). */
+static void *migrator_main(void *arg)
+{
+	struct worker *w = arg;
+	cpu_set_t allowed;
+	int cpus[CPU_SETSIZE], ncpus = 0;
+	unsigned seed = 12345;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+		return NULL;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &allowed))
+			cpus[ncpus++] = c;
+	if (ncpus < 2)
+		return NULL;
+	while (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) < opt.threads) {
+		struct timespec ts = { 0, opt.migrate_us * 1000 };
+		cpu_set_t one;
+		long t = rand_r(&seed) % opt.threads;
+
+		CPU_ZERO(&one);
+		CPU_SET(cpus[rand_r(&seed) % ncpus], &one);
+		pthread_setaffinity_np(w[t].th, sizeof(one), &one); /* ESRCH once it ended */
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+/* ---- checks after the run ---- */
+
+/* Mark id as seen; count what is wrong. */
+static void see(unsigned char *seen, long id, long *dup, long *bad)
+{
+	if (id < 0 || id >= nitems)
+		(*bad)++;
+	else if (seen[id]++)
+		(*dup)++;
+}
+
+/* Drain every part; every item must be there exactly once. */
+static int check_items(char *what, size_t len)
+{
+	unsigned char *seen = calloc((size_t)nitems, 1);
+	long dup = 0, bad = 0, missing = 0, found = 0;
+	int nr = rsk_possible_cpus();
+
+	if (seen == NULL) {
+		snprintf(what, len, "out of memory for the check");
+		return -1;
+	}
+	for (int cpu = 0; cpu < nr; cpu++) {
+		if (opt.test == 'l') {
+			struct rsk_stack_node *n;
+			long walked = 0;
+			if (rsk_stack_pop_all_cpu(stack, cpu, &n) < 0)
+				continue;
+			/* A broken list may loop: walk no further than all items. */
+			for (; n != NULL && walked <= nitems; n = n->next, walked++) {
+				struct item *it = (struct item *)n;
+				found++;
+				if (it < items || it >= items + nitems) {
+					bad++; /* not ours: do not follow its link */
+					n = NULL;
+					break;
+				}
+				see(seen, it->id, &dup, &bad);
+			}
+			if (n != NULL)
+				bad++;
+		} else if (opt.test == 'b') {
+			void *p;
+			while (rsk_ptrbuf_pop_cpu(ptrbuf, cpu, &p) == 0) {
+				struct item *it = p;
+				see(seen, it >= items && it < items + nitems ? it->id : -1, &dup,
+				    &bad);
+				found++;
+			}
+		} else {
+			struct value val;
+			while (rsk_copybuf_pop_cpu(copybuf, cpu, &val) == 0) {
+				long id = val.id < (uint64_t)nitems && val.check == check_of(val.id)
+						  ? (long)val.id
+						  : -1;
+				see(seen, id, &dup, &bad);
+				found++;
+			}
+		}
+	}
+	for (long i = 0; i < nitems; i++)
+		missing += seen[i] == 0;
+	free(seen);
+	if (dup == 0 && bad == 0 && missing == 0)
+		return 0;
+	snprintf(what, len, "%ld of %ld items missing, %ld duplicated, %ld corrupt (%ld found)",
+		 missing, nitems, dup, bad, found);
+	return -1;
+}
+
+/* ---- command line ---- */
+
+static void usage(FILE *f, const char *argv0)
+{
+	fprintf(f,
+		"usage: %s [-T s|l|b|m|i] [-t threads] [-r reps] [-1..-9 loops] [-m N]\n"
+		"       [-y] [-k] [-s ms] [-g us] [-I cpu|cid] [-M] [-c] [-v] [-h]\n"
+		"  -T test     s spinlock (sharded counter under the per-CPU lock),\n"
+		"              l list (stack pop/push), b buffer (pointer buffer),\n"
+		"              m memcpy (copy buffer), i increment (counter); default i\n"
+		"  -t N        threads (default 200)\n"
+		"  -r N        repetitions per thread (default 5000)\n"
+		"  -1 .. -9 N  delay loops at injection point N (1-6 inside the asm,\n"
+		"              7-9 in C before it); -1 at points 7-9: act (-y -k -s)\n"
+		"              every -m'th pass\n"
+		"  -m N        act every N-th pass at points set to -1\n"
+		"  -y          sched_yield()        -k  raise SIGUSR1\n"
+		"  -s MS       sleep MS milliseconds\n"
+		"  -g US       migrate a random thread every US microseconds\n"
+		"  -I mode     index by cpu (default) or cid (mm_cid)\n"
+		"  -M          release-ordered variants (buffer, memcpy)\n"
+		"  -d, -D M, -f N  progress fallback tests (not available yet)\n"
+		"  -c          exit 0 if rseq can be used here, else 2\n"
+		"  -v          verbose\n"
+		"  -h          this help\n",
+		argv0);
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+#define BAD(...)                                                               \
+	do {                                                                   \
+		fprintf(stderr, "%s: ", argv[0]);                              \
+		fprintf(stderr, __VA_ARGS__);                                  \
+		fputc('\n', stderr);                                           \
+		usage(stderr, argv[0]);                                        \
+		return 2;                                                      \
+	} while (0)
+
+int main(int argc, char **argv)
+{
+	static const char *test_name[128] = {
+		['s'] = "spinlock", ['l'] = "list", ['b'] = "buffer", ['m'] = "memcpy",
+		['i'] = "increment",
+	};
+	struct rsk_status st;
+	int check_only = 0, c, ret;
+	long v;
+
+	opterr = 0;
+	while ((c = getopt(argc, argv, ":T:t:r:1:2:3:4:5:6:7:8:9:m:yks:g:I:MdD:f:cvh")) != -1) {
+		switch (c) {
+		case 'T':
+			if (strlen(optarg) != 1 || !strchr("slbmi", optarg[0]))
+				BAD("-T wants one of s l b m i, not '%s'", optarg);
+			opt.test = optarg[0];
+			break;
+		case 't':
+			if (parse_long(optarg, 1, 100000, &opt.threads))
+				BAD("-t wants a thread count in [1, 100000], not '%s'", optarg);
+			break;
+		case 'r':
+			if (parse_long(optarg, 0, LONG_MAX / 2, &opt.reps))
+				BAD("-r wants a repetition count >= 0, not '%s'", optarg);
+			break;
+		case '1': case '2': case '3': case '4': case '5': case '6':
+		case '7': case '8': case '9':
+			if (parse_long(optarg, c >= '7' ? -1 : 0, INT_MAX, &v))
+				BAD("-%c wants a loop count >= 0%s, not '%s'", c,
+				    c >= '7' ? " (or -1)" : "", optarg);
+			rsk_inject_loops[c - '0'] = (int)v;
+			break;
+		case 'm':
+			if (parse_long(optarg, 1, INT_MAX, &opt.modulo))
+				BAD("-m wants N >= 1, not '%s'", optarg);
+			break;
+		case 'y':
+			opt.yield = 1;
+			break;
+		case 'k':
+			opt.sig = 1;
+			break;
+		case 's':
+			if (parse_long(optarg, 0, 60000, &opt.sleep_ms))
+				BAD("-s wants milliseconds in [0, 60000], not '%s'", optarg);
+			break;
+		case 'g':
+			if (parse_long(optarg, 1, 999999, &opt.migrate_us))
+				BAD("-g wants microseconds in [1, 999999], not '%s'", optarg);
+			break;
+		case 'I':
+			if (strcmp(optarg, "cpu") == 0)
+				opt.mode = RSK_INDEX_CPU;
+			else if (strcmp(optarg, "cid") == 0)
+				opt.mode = RSK_INDEX_CID;
+			else
+				BAD("-I wants cpu or cid, not '%s'", optarg);
+			break;
+		case 'M':
+			opt.release = 1;
+			break;
+		case 'd': case 'D': case 'f':
+			fprintf(stderr,
+				"%s: -%c tests the progress fallback (slow paths for threads that "
+				"cannot run sections), which rseqkit does not have yet\n",
+				argv[0], c);
+			return 2;
+		case 'c':
+			check_only = 1;
+			break;
+		case 'v':
+			opt.verbose = 1;
+			break;
+		case 'h':
+			usage(stdout, argv[0]);
+			return 0;
+		case ':':
+			BAD("-%c needs a value", optopt);
+		default:
+			BAD("unknown option -%c", optopt);
+		}
+	}
+	if (optind < argc)
+		BAD("unexpected argument '%s'", argv[optind]);
+
+	rsk_status(&st);
+	if (check_only)
+		return st.available && st.thread_registered ? 0 : 2;
+	if (!st.available || !st.thread_registered) {
+		fprintf(stderr, "%s: rseq cannot be used here (%s): nothing to stress\n", argv[0],
+			st.reason ? st.reason : "unknown");
+		return 2;
+	}
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+
+	int nr = rsk_possible_cpus();
+	enum rsk_index_mode mode = opt.mode;
+	nitems = opt.threads * ITEMS_PER_THREAD;
+	switch (opt.test) {
+	case 'i':
+		ret = rsk_counter_create(&counter, opt.mode);
+		if (ret == 0)
+			mode = counter->mode;
+		break;
+	case 's':
+		ret = rsk_spinlock_create(&lock, opt.mode);
+		shards = aligned_alloc(128, sizeof(*shards) * (size_t)nr);
+		if (ret == 0 && shards == NULL)
+			ret = -ENOMEM;
+		if (ret == 0) {
+			memset(shards, 0, sizeof(*shards) * (size_t)nr);
+			mode = lock->mode;
+		}
+		break;
+	case 'l':
+		ret = rsk_stack_create(&stack, opt.mode);
+		if (ret == 0)
+			mode = stack->mode;
+		break;
+	case 'b':
+		ret = rsk_ptrbuf_create(&ptrbuf, opt.mode, nitems,
+					opt.release ? RSK_PTRBUF_RELEASE : 0);
+		if (ret == 0)
+			mode = ptrbuf->mode;
+		break;
+	default:
+		ret = rsk_copybuf_create(&copybuf, opt.mode, sizeof(struct value), nitems,
+					 opt.release ? RSK_COPYBUF_RELEASE : 0);
+		if (ret == 0)
+			mode = copybuf->mode;
+		break;
+	}
+	items = calloc((size_t)nitems, sizeof(*items));
+	struct worker *w = calloc((size_t)opt.threads, sizeof(*w));
+	if (ret < 0 || items == NULL || w == NULL) {
+		fprintf(stderr, "%s: cannot create the structure: %s\n", argv[0],
+			strerror(ret < 0 ? -ret : ENOMEM));
+		return 2;
+	}
+	for (long i = 0; i < nitems; i++)
+		items[i].id = i;
+
+	pthread_barrier_init(&start_barrier, NULL, (unsigned)opt.threads + 1);
+	long started = 0;
+	for (long t = 0; t < opt.threads; t++) {
+		w[t].id = t;
+		if ((errno = pthread_create(&w[t].th, NULL, worker_main, &w[t])) != 0) {
+			/* The barrier counts on every thread: cannot continue. */
+			fprintf(stderr, "%s: thread %ld: %s\n", argv[0], t, strerror(errno));
+			return 2;
+		}
+		started++;
+	}
+	struct timespec t0, t1;
+	pthread_t migrator;
+	int migrating = 0;
+	pthread_barrier_wait(&start_barrier);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (opt.migrate_us > 0)
+		migrating = pthread_create(&migrator, NULL, migrator_main, w) == 0;
+	if (migrating)
+		pthread_join(migrator, NULL);
+	for (long t = 0; t < started; t++)
+		pthread_join(w[t].th, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double elapsed = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+
+	long ops = 0, aborts = 0, fallbacks = 0, signals = 0, empty = 0, errors = 0;
+	for (long t = 0; t < opt.threads; t++) {
+		ops += w[t].ops;
+		aborts += w[t].aborts;
+		fallbacks += w[t].fallbacks;
+		signals += w[t].signals;
+		empty += w[t].empty;
+		errors += w[t].errors;
+		if (opt.verbose)
+			printf("thread %ld: ops %ld aborts %ld empty %ld fallbacks %ld signals %ld "
+			       "errors %ld\n",
+			       t, w[t].ops, w[t].aborts, w[t].empty, w[t].fallbacks, w[t].signals,
+			       w[t].errors);
+	}
+
+	char what[200] = "";
+	int failed = 0;
+	if (opt.test == 'i' || opt.test == 's') {
+		intptr_t sum = 0;
+		if (opt.test == 'i') {
+			rsk_counter_sum(counter, &sum);
+		} else {
+			for (int i = 0; i < nr; i++)
+				sum += shards[i].v;
+		}
+		if (sum != ops) {
+			failed = 1;
+			snprintf(what, sizeof(what), "sum %ld != %ld operations (%ld lost)",
+				 (long)sum, ops, ops - (long)sum);
+		}
+	} else {
+		failed = check_items(what, sizeof(what)) < 0;
+	}
+	if (!failed && errors) {
+		failed = 1;
+		snprintf(what, sizeof(what), "%ld unexpected results or corrupt items", errors);
+	}
+	if (opt.verbose)
+		printf("empty pops: %ld\n", empty);
+
+	printf("rseqkit-stress: test=%s mode=%s%s release=%s threads=%ld reps=%ld ops=%ld "
+	       "aborts=%ld fallbacks=%ld signals=%ld elapsed=%.3fs %s%s\n",
+	       test_name[(int)opt.test], mode == RSK_INDEX_CID ? "cid" : "cpu",
+	       mode != opt.mode ? "(cid unavailable)" : "", opt.release ? "yes" : "no",
+	       opt.threads, opt.reps, ops, aborts, fallbacks, signals, elapsed,
+	       failed ? "FAILED: " : "OK", what);
+
+	rsk_counter_destroy(counter);
+	rsk_spinlock_destroy(lock);
+	rsk_stack_destroy(stack);
+	rsk_ptrbuf_destroy(ptrbuf);
+	rsk_copybuf_destroy(copybuf);
+	free(shards);
+	free(items);
+	free(w);
+	return failed ? 1 : 0;
+}
