@@ -52,29 +52,55 @@ RSK_EXPORT int rsk_copybuf_destroy(struct rsk_copybuf *b)
 	return 0;
 }
 
-/* The one place that decides what push/pop do without a critical
- * section: nothing yet - the progress protocol will stop the part and
- * copy with plain code. */
+/* Do op on part idx under its gate: plain code, the part is ours.
+ * Returns 0, -ENOSPC, -ENOENT, or the gate's error. */
+static int op_locked(struct rsk_copybuf *b, int idx, enum rsk_copybuf_op_ op, void *item)
+{
+	struct rsk_copybuf_part *p = rsk_copybuf_part_(b, idx);
+	int err = rsk_gate_close(&p->gate, b->mode, idx);
+	intptr_t count;
+
+	if (err != 0)
+		return err;
+	count = p->count;
+	if (op == RSK_COPYBUF_PUSH_) {
+		if (count >= b->capacity) {
+			err = -ENOSPC;
+		} else {
+			memcpy(&p->item[(size_t)count * b->words], item, b->item_size);
+			/* Release: the item is published with the count. */
+			__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
+		}
+	} else if (count == 0) {
+		err = -ENOENT;
+	} else {
+		memcpy(item, &p->item[(size_t)(count - 1) * b->words], b->item_size);
+		p->count = count - 1;
+	}
+	rsk_gate_open(&p->gate);
+	return err;
+}
+
+/* The one place that works on the buffer without a critical section. */
 RSK_EXPORT int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item)
 {
-	(void)b;
-	(void)op;
-	(void)item;
-	return -ENOSYS;
+	int idx = rsk_percpu_slow_index(b->mode, b->nr);
+	int ret = op_locked(b, idx, op, item);
+
+	rsk_note_slow_path();
+	return ret == 0 ? idx : ret;
 }
 
 RSK_EXPORT int rsk_copybuf_pop_cpu(struct rsk_copybuf *b, int cpu, void *item)
 {
-	struct rsk_copybuf_part *p;
-	intptr_t count;
-
 	if (b == NULL || item == NULL || (unsigned)cpu >= (unsigned)b->nr)
 		return -EINVAL;
-	p = rsk_copybuf_part_(b, cpu);
-	count = __atomic_load_n(&p->count, __ATOMIC_ACQUIRE);
-	if ((uintptr_t)(count - 1) >= (uintptr_t)b->capacity)
-		return -ENOENT;
-	memcpy(item, &p->item[(size_t)(count - 1) * b->words], b->item_size);
-	__atomic_store_n(&p->count, count - 1, __ATOMIC_RELAXED);
-	return 0;
+	return op_locked(b, cpu, RSK_COPYBUF_POP_, item);
+}
+
+RSK_EXPORT int rsk_copybuf_push_cpu(struct rsk_copybuf *b, int cpu, const void *item)
+{
+	if (b == NULL || item == NULL || (unsigned)cpu >= (unsigned)b->nr)
+		return -EINVAL;
+	return op_locked(b, cpu, RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item);
 }

@@ -33,14 +33,44 @@ RSK_EXPORT int rsk_counter_destroy(struct rsk_counter *c)
 	return 0;
 }
 
-/* The one place that decides what an add does without a critical section:
- * nothing yet.  The progress protocol will stop the CPU's part and add
- * there with plain code. */
+/* Add count to part idx under its gate (or, with old, exchange its value
+ * for `replace`); returns idx or the gate's error.  Plain code: with the
+ * gate closed and the CPU fenced, no section touches the part (the
+ * relaxed atomics are for concurrent readers). */
+static int update_locked(struct rsk_counter *c, int idx, intptr_t count, intptr_t replace,
+			 intptr_t *old)
+{
+	struct rsk_counter_part *p = &c->part[idx];
+	int err = rsk_gate_close(&p->gate, c->mode, idx);
+	intptr_t v;
+
+	if (err != 0)
+		return err;
+	v = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+	if (old != NULL)
+		*old = v;
+	else
+		replace = (intptr_t)((uintptr_t)v + (uintptr_t)count);
+	__atomic_store_n(&p->count, replace, __ATOMIC_RELAXED);
+	rsk_gate_open(&p->gate);
+	return idx;
+}
+
+/* The one place that adds without a critical section. */
 RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count)
 {
-	(void)c;
-	(void)count;
-	return -ENOSYS;
+	rsk_note_slow_path();
+	return update_locked(c, rsk_percpu_slow_index(c->mode, c->nr), count, 0, NULL);
+}
+
+RSK_EXPORT int rsk_counter_exchange(struct rsk_counter *c, int cpu, intptr_t value, intptr_t *old)
+{
+	int ret;
+
+	if (c == NULL || old == NULL || (unsigned)cpu >= (unsigned)c->nr)
+		return -EINVAL;
+	ret = update_locked(c, cpu, 0, value, old);
+	return ret < 0 ? ret : 0;
 }
 
 RSK_EXPORT int rsk_counter_read(const struct rsk_counter *c, int cpu, intptr_t *value)
@@ -65,9 +95,14 @@ RSK_EXPORT int rsk_counter_sum(const struct rsk_counter *c, intptr_t *sum)
 
 RSK_EXPORT int rsk_counter_reset(struct rsk_counter *c)
 {
+	intptr_t old;
+
 	if (c == NULL)
 		return -EINVAL;
-	for (int i = 0; i < c->nr; i++)
-		__atomic_store_n(&c->part[i].count, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < c->nr; i++) {
+		int err = rsk_counter_exchange(c, i, 0, &old);
+		if (err != 0)
+			return err;
+	}
 	return 0;
 }

@@ -24,6 +24,11 @@ void rsk_init_once(void);
 long rsk_sys_rseq(struct rsk_abi_area *area, uint32_t len, int flags);
 int rsk_read_possible_cpus(void);
 
+/* The part a slow path works on: the current index when the thread has
+ * one inside the structure, else its CPU (any part is correct under its
+ * gate; the current CPU's is the one whose cache lines are near). */
+int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr);
+
 /* Per-thread state, reached only from slow paths (global-dynamic TLS, so
  * the library can be dlopen'ed). */
 enum rsk_thread_state {

@@ -45,34 +45,60 @@ RSK_EXPORT int rsk_ptrbuf_destroy(struct rsk_ptrbuf *b)
 	return 0;
 }
 
-/* The one place that decides what push/pop do without a critical
- * section: nothing yet - the progress protocol will stop the part and
- * work on it with plain code. */
+/* Do op on part idx under its gate: plain code, the part is ours.
+ * Returns 0, -ENOSPC, -ENOENT, or the gate's error. */
+static int op_locked(struct rsk_ptrbuf *b, int idx, enum rsk_ptrbuf_op_ op, void *ptr,
+		     void **out)
+{
+	struct rsk_ptrbuf_part *p = rsk_ptrbuf_part_(b, idx);
+	int err = rsk_gate_close(&p->gate, b->mode, idx);
+	intptr_t count;
+
+	if (err != 0)
+		goto out;
+	count = p->count;
+	if (op == RSK_PTRBUF_PUSH_) {
+		if (count >= b->capacity) {
+			err = -ENOSPC;
+		} else {
+			p->slot[count] = (intptr_t)ptr;
+			/* Release: the object is published with the slot. */
+			__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
+		}
+	} else if (count == 0) {
+		err = -ENOENT;
+	} else {
+		*out = (void *)p->slot[count - 1];
+		p->count = count - 1;
+	}
+	rsk_gate_open(&p->gate);
+out:
+	if (err != 0 && out != NULL)
+		*out = NULL;
+	return err;
+}
+
+/* The one place that works on the buffer without a critical section. */
 RSK_EXPORT int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr,
 				void **out)
 {
-	(void)b;
-	(void)op;
-	(void)ptr;
-	if (out != NULL)
-		*out = NULL;
-	return -ENOSYS;
+	int idx = rsk_percpu_slow_index(b->mode, b->nr);
+	int ret = op_locked(b, idx, op, ptr, out);
+
+	rsk_note_slow_path();
+	return ret == 0 ? idx : ret;
 }
 
 RSK_EXPORT int rsk_ptrbuf_pop_cpu(struct rsk_ptrbuf *b, int cpu, void **out)
 {
-	struct rsk_ptrbuf_part *p;
-	intptr_t count;
-
 	if (b == NULL || out == NULL || (unsigned)cpu >= (unsigned)b->nr)
 		return -EINVAL;
-	p = rsk_ptrbuf_part_(b, cpu);
-	count = __atomic_load_n(&p->count, __ATOMIC_ACQUIRE);
-	if ((uintptr_t)(count - 1) >= (uintptr_t)b->capacity) {
-		*out = NULL;
-		return -ENOENT;
-	}
-	*out = (void *)p->slot[count - 1];
-	__atomic_store_n(&p->count, count - 1, __ATOMIC_RELAXED);
-	return 0;
+	return op_locked(b, cpu, RSK_PTRBUF_POP_, NULL, out);
+}
+
+RSK_EXPORT int rsk_ptrbuf_push_cpu(struct rsk_ptrbuf *b, int cpu, void *ptr)
+{
+	if (b == NULL || (unsigned)cpu >= (unsigned)b->nr)
+		return -EINVAL;
+	return op_locked(b, cpu, RSK_PTRBUF_PUSH_, ptr, NULL);
 }

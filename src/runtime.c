@@ -15,11 +15,13 @@
  * in static binaries.
  */
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include "internal.h"
 
@@ -80,6 +82,41 @@ static unsigned max_u(unsigned a, unsigned b)
 	return a > b ? a : b;
 }
 
+static int add_tls_size(struct dl_phdr_info *info, size_t size, void *data)
+{
+	size_t *total = data;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_TLS)
+			*total += info->dlpi_phdr[i].p_memsz + info->dlpi_phdr[i].p_align;
+	return 0;
+}
+
+/*
+ * Is our own area in static TLS, at the same offset from the thread
+ * pointer in every thread?  Not when librseqkit (or code embedding it) was
+ * dlopen'ed: that TLS block is allocated per thread, anywhere, and the
+ * inline fast paths of other threads would read and arm whatever lies at
+ * the offset.  Static TLS (variant II, x86) lies right below the thread
+ * pointer: the startup modules' blocks within the sum of every module's
+ * TLS size and alignment.
+ */
+static int own_area_is_static(ptrdiff_t offset)
+{
+	size_t bound = 256; /* slack for the thread control block's alignment */
+
+	dl_iterate_phdr(add_tls_size, &bound);
+#if defined(__x86_64__) || defined(__i386__) || defined(__s390__)
+	return offset < 0 && (size_t)-offset <= bound; /* variant II: below tp */
+#else
+#if defined(__powerpc__)
+	offset += 0x7000; /* powerpc's thread pointer is biased by 0x7000 */
+#endif
+	return offset >= 0 && (size_t)offset <= bound; /* variant I: above tp */
+#endif
+}
+
 static void decide_owner(struct rsk_process *p, ptrdiff_t *offset)
 {
 	long r;
@@ -112,7 +149,9 @@ static void decide_owner(struct rsk_process *p, ptrdiff_t *offset)
 		return;
 	}
 	p->owner = RSK_OWNER_LIBRARY;
-	p->own_area = &__rseq_offset == NULL ||
+	/* glibc without rseq support for the arch (2.36 on riscv) exports
+	 * __rseq_offset 0 and reserves no area. */
+	p->own_area = &__rseq_offset == NULL || __rseq_offset == 0 ||
 		      (getenv("RSEQKIT_OWN_AREA") && getenv("RSEQKIT_OWN_AREA")[0] == '1');
 	if (p->own_area) {
 		unsigned align = max_u(p->kernel_align, RSK_ABI_LEGACY_ALIGN);
@@ -125,6 +164,11 @@ static void decide_owner(struct rsk_process *p, ptrdiff_t *offset)
 			return;
 		}
 		*offset = (char *)&own_area.area - (char *)thread_pointer();
+		if (!own_area_is_static(*offset)) {
+			p->owner = RSK_OWNER_NONE;
+			p->reason = "rseqkit's own area is in dynamic TLS (dlopen'ed): no fixed offset";
+			return;
+		}
 		p->reason = "registered by rseqkit (own area)";
 	} else {
 		/* glibc's reserved area: 32 bytes, the form every kernel takes. */
@@ -170,12 +214,13 @@ void rsk_init_once(void)
 	 * inline fast paths start using it as soon as it is nonzero. */
 	offset = 0;
 	decide_owner(p, &offset);
-	if (p->owner == RSK_OWNER_NONE)
-		offset = 0;
 	rsk_fast.cid_ok = p->owner != RSK_OWNER_NONE &&
 			  p->feature_size >= RSK_ABI_OFF_MM_CID + 4 &&
 			  p->registered_size >= RSK_ABI_OFF_MM_CID + 4;
-	__atomic_store_n(&rsk_fast.area_offset, offset, __ATOMIC_RELEASE);
+	/* Stored plus one: 0 stays "not initialised" even where an area
+	 * sits right at the thread pointer (TLS variant I, riscv). */
+	__atomic_store_n(&rsk_fast.area_offset, p->owner != RSK_OWNER_NONE ? offset + 1 : 0,
+			 __ATOMIC_RELEASE);
 	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);
 	errno = saved_errno;
 	pthread_mutex_unlock(&init_lock);
@@ -198,8 +243,19 @@ static enum rsk_thread_state thread_activate(void)
 		self.error = p->error ? p->error : ENOSYS;
 		return self.state = RSK_THREAD_FAILED;
 	}
-	if (rsk_area_cpu_id(area) >= 0)	/* libc's, or inherited over fork */
+	if (rsk_area_cpu_id(area) >= 0) { /* libc's, or inherited */
+		/* Library-owned: the registration is ours to undo.  glibc
+		 * registers a new thread itself when its creator's area is
+		 * registered (it copies the creator's state, even with
+		 * glibc.pthread.rseq=0), so a thread created by one we
+		 * registered arrives registered. */
+		if (p->owner == RSK_OWNER_LIBRARY && !self.own_registered) {
+			self.own_registered = 1;
+			if (exit_key_live)
+				pthread_setspecific(exit_key, &self);
+		}
 		return self.state = RSK_THREAD_ACTIVE;
+	}
 	if (p->owner == RSK_OWNER_LIBC) {
 		/* glibc tried in this thread and failed (cpu_id == -2). */
 		self.error = EINVAL;
@@ -250,8 +306,13 @@ RSK_EXPORT int rsk_index_slow(enum rsk_index_mode mode)
 RSK_EXPORT int rsk_register(void)
 {
 	enum rsk_thread_state st = rsk_thread_ensure();
+	struct rsk_abi_area *area = rsk_area();
 
-	if (st == RSK_THREAD_OPTED_OUT) {
+	/* Also when our registration vanished behind our back (someone
+	 * called rseq(2) to unregister): register again. */
+	if (st == RSK_THREAD_OPTED_OUT ||
+	    (st == RSK_THREAD_ACTIVE && rsk_process.owner == RSK_OWNER_LIBRARY && area != NULL &&
+	     rsk_area_cpu_id(area) < 0)) {
 		int saved_errno = errno;
 		st = thread_activate();
 		errno = saved_errno;
@@ -335,5 +396,12 @@ RSK_EXPORT int rsk_status(struct rsk_status *st)
 	st->possible_cpus = p->possible_cpus;
 	st->thread_registered = rsk_thread_ensure() == RSK_THREAD_ACTIVE;
 	st->thread_count = self.count;
+	/* Time-slice extension (7.0+) needs a feature size that covers
+	 * slice_ctrl and a kernel built with it: PR_RSEQ_SLICE_EXTENSION (79)
+	 * with PR_RSEQ_SLICE_EXTENSION_GET (1) answers instead of failing
+	 * (EINVAL before 7.0, ENOTSUPP when configured out). */
+	st->slice_ext_available = st->available &&
+				  p->feature_size > RSK_ABI_OFF_SLICE_CTRL + 4 &&
+				  prctl(79, 1, 0, 0, 0) >= 0;
 	return 0;
 }

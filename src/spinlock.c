@@ -34,13 +34,29 @@ RSK_EXPORT int rsk_spinlock_destroy(struct rsk_spinlock *l)
 	return 0;
 }
 
-/* The one place that decides what lock does without a critical section:
- * nothing yet (the progress protocol will take the lock with an atomic
- * compare-and-swap on a stopped part). */
+/* The one place that takes a lock without a critical section: under the
+ * part's gate, the lock word is ours to test and set with plain code.
+ * A held lock is waited for with the gate open (its holder unlocks with a
+ * plain store from anywhere, and other threads must keep going). */
 RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l)
 {
-	(void)l;
-	return -ENOSYS;
+	rsk_note_slow_path();
+	for (unsigned round = 0;; round++) {
+		int idx = rsk_percpu_slow_index(l->mode, l->nr);
+		struct rsk_spinlock_part *p = &l->part[idx];
+		int err = rsk_gate_close(&p->gate, l->mode, idx);
+
+		if (err != 0)
+			return err;
+		/* Acquire: pairs with the last holder's releasing unlock. */
+		if (__atomic_load_n(&p->locked, __ATOMIC_ACQUIRE) == 0) {
+			__atomic_store_n(&p->locked, 1, __ATOMIC_RELAXED);
+			rsk_gate_open(&p->gate);
+			return idx;
+		}
+		rsk_gate_open(&p->gate);
+		rsk_spinlock_wait_(l, idx, round);
+	}
 }
 
 static inline void cpu_relax(void)

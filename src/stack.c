@@ -33,25 +33,62 @@ RSK_EXPORT int rsk_stack_destroy(struct rsk_stack *s)
 	return 0;
 }
 
-/* The one place that decides what push/pop/pop_all do without a critical
- * section: nothing yet - the progress protocol will stop the part and
- * work on it with plain code. */
+/* Do op on part idx under its gate: plain code, the part is ours.
+ * Returns 0, -ENOENT (nothing to pop), or the gate's error. */
+static int op_locked(struct rsk_stack *s, int idx, enum rsk_stack_op_ op,
+		     struct rsk_stack_node *node, struct rsk_stack_node **out)
+{
+	struct rsk_stack_part *p = &s->part[idx];
+	struct rsk_stack_node *head;
+	int err = rsk_gate_close(&p->gate, s->mode, idx);
+
+	if (err != 0) {
+		if (out != NULL)
+			*out = NULL;
+		return err;
+	}
+	head = (struct rsk_stack_node *)p->head;
+	switch (op) {
+	case RSK_STACK_PUSH_:
+		node->next = head;
+		/* Release, as the fast path's push: the node is published. */
+		__atomic_store_n(&p->head, (intptr_t)node, __ATOMIC_RELEASE);
+		break;
+	case RSK_STACK_POP_:
+		*out = head;
+		if (head != NULL)
+			p->head = (intptr_t)head->next;
+		break;
+	case RSK_STACK_POP_ALL_:
+		*out = head;
+		p->head = 0;
+		break;
+	}
+	rsk_gate_open(&p->gate);
+	return op != RSK_STACK_PUSH_ && head == NULL ? -ENOENT : 0;
+}
+
+/* The one place that works on the stack without a critical section. */
 RSK_EXPORT int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op,
 			       struct rsk_stack_node *node, struct rsk_stack_node **out)
 {
-	(void)s;
-	(void)op;
-	(void)node;
-	if (out != NULL)
-		*out = NULL;
-	return -ENOSYS;
+	int idx = rsk_percpu_slow_index(s->mode, s->nr);
+	int ret = op_locked(s, idx, op, node, out);
+
+	rsk_note_slow_path();
+	return ret == 0 ? idx : ret;
 }
 
 RSK_EXPORT int rsk_stack_pop_all_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node **out)
 {
 	if (s == NULL || out == NULL || (unsigned)cpu >= (unsigned)s->nr)
 		return -EINVAL;
-	*out = (struct rsk_stack_node *)__atomic_exchange_n(&s->part[cpu].head, 0,
-							    __ATOMIC_ACQUIRE);
-	return *out != NULL ? 0 : -ENOENT;
+	return op_locked(s, cpu, RSK_STACK_POP_ALL_, NULL, out);
+}
+
+RSK_EXPORT int rsk_stack_push_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node *node)
+{
+	if (s == NULL || node == NULL || (unsigned)cpu >= (unsigned)s->nr)
+		return -EINVAL;
+	return op_locked(s, cpu, RSK_STACK_PUSH_, node, NULL);
 }

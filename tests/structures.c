@@ -9,6 +9,8 @@
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 #include <rseqkit/rseqkit.h>
 #include "tap.h"
 
@@ -224,53 +226,122 @@ static void copybuf(enum rsk_index_mode m, const char *mn)
 	       "%s copybuf: destroy, destroy(NULL) -EINVAL", mn);
 }
 
-/* Without a critical section possible (thread unregistered), operations
- * report -ENOSYS and change nothing.  Only a library-owned registration
- * can be dropped (libc's never is). */
-#define N_NOSYS 5
-static void nosys(void)
+/* Without a critical section possible (thread unregistered), every
+ * operation takes its slow path and gives the same results.  The thread's
+ * registration is taken away with the raw system call, whoever made it. */
+#define N_SLOW 7
+static void slow_paths(void)
 {
 	struct rsk_status st;
+	struct rsk_stats before, after;
 	struct rsk_counter *c;
 	struct rsk_stack *s;
 	struct rsk_ptrbuf *b;
 	struct rsk_copybuf *cb;
 	struct rsk_spinlock *l;
-	struct rsk_stack_node n, *out;
-	intptr_t sum = 1;
-	char item[8] = { 0 };
-	void *p;
+	struct rsk_stack_node n, *out = NULL;
+	intptr_t sum = 0;
+	char item[8] = "rseqkit", back[8] = { 0 };
+	void *p = NULL;
+	int idx;
 
 	rsk_status(&st);
-	if (st.owner != RSK_OWNER_LIBRARY || rsk_unregister(RSK_UNREGISTER_FORCE) != 0 ||
+	struct rsk_abi_area *area = rsk_area();
+	if (area == NULL ||
+	    syscall(RSK_ARCH_NR_RSEQ, area, st.registered_size, RSK_ABI_FLAG_UNREGISTER,
+		    RSK_ARCH_SIGNATURE) != 0 ||
 	    rsk_index(RSK_INDEX_CPU) >= 0) {
-		for (int i = 0; i < N_NOSYS; i++)
-			skip("needs a library-owned registration (GLIBC_TUNABLES=glibc.pthread.rseq=0)");
-		if (st.owner == RSK_OWNER_LIBRARY)
-			rsk_register();
+		for (int i = 0; i < N_SLOW; i++)
+			skip("cannot unregister this thread");
 		return;
 	}
+	rsk_stats_thread(&before);
 	rsk_counter_create(&c, RSK_INDEX_CPU);
 	rsk_spinlock_create(&l, RSK_INDEX_CPU);
 	rsk_stack_create(&s, RSK_INDEX_CPU);
-	rsk_ptrbuf_create(&b, RSK_INDEX_CPU, 2, 0);
-	rsk_copybuf_create(&cb, RSK_INDEX_CPU, sizeof(item), 2, 0);
-	tap_ok(rsk_counter_add(c, 1) == -ENOSYS && rsk_counter_sum(c, &sum) == 0 && sum == 0,
-	       "unregistered: counter add -ENOSYS, nothing added");
-	tap_ok(rsk_spinlock_lock(l) == -ENOSYS, "unregistered: spinlock lock -ENOSYS");
-	tap_ok(rsk_stack_push(s, &n) == -ENOSYS && rsk_stack_pop(s, &out) == -ENOSYS &&
-		       rsk_stack_pop_all(s, &out) == -ENOSYS,
-	       "unregistered: stack operations -ENOSYS");
-	tap_ok(rsk_ptrbuf_push(b, &n) == -ENOSYS && rsk_ptrbuf_pop(b, &p) == -ENOSYS,
-	       "unregistered: ptrbuf operations -ENOSYS");
-	tap_ok(rsk_copybuf_push(cb, item) == -ENOSYS && rsk_copybuf_pop(cb, item) == -ENOSYS,
-	       "unregistered: copybuf operations -ENOSYS");
+	rsk_ptrbuf_create(&b, RSK_INDEX_CPU, 1, 0);
+	rsk_copybuf_create(&cb, RSK_INDEX_CPU, sizeof(item), 1, 0);
+	tap_ok(rsk_counter_add(c, 5) >= 0 && rsk_counter_add(c, -2) >= 0 &&
+		       rsk_counter_sum(c, &sum) == 0 && sum == 3,
+	       "unregistered: counter adds exactly (sum %ld)", (long)sum);
+	idx = rsk_spinlock_lock(l);
+	tap_ok(idx >= 0 && l->part[idx].locked == 1 && rsk_spinlock_unlock(l, idx) == 0 &&
+		       l->part[idx].locked == 0,
+	       "unregistered: spinlock lock and unlock");
+	tap_ok(rsk_stack_push(s, &n) >= 0 && rsk_stack_pop(s, &out) >= 0 && out == &n &&
+		       rsk_stack_pop(s, &out) == -ENOENT && out == NULL &&
+		       rsk_stack_push(s, &n) >= 0 && rsk_stack_pop_all(s, &out) >= 0 && out == &n,
+	       "unregistered: stack push, pop, empty pop, pop_all");
+	tap_ok(rsk_ptrbuf_push(b, &n) >= 0 && rsk_ptrbuf_push(b, &n) == -ENOSPC &&
+		       rsk_ptrbuf_pop(b, &p) >= 0 && p == &n && rsk_ptrbuf_pop(b, &p) == -ENOENT,
+	       "unregistered: ptrbuf push, full, pop, empty");
+	tap_ok(rsk_copybuf_push(cb, item) >= 0 && rsk_copybuf_push(cb, item) == -ENOSPC &&
+		       rsk_copybuf_pop(cb, back) >= 0 && memcmp(back, item, sizeof(item)) == 0 &&
+		       rsk_copybuf_pop(cb, back) == -ENOENT,
+	       "unregistered: copybuf push, full, pop, empty");
+	rsk_stats_thread(&after);
+	tap_ok(after.slow_paths >= before.slow_paths + 16,
+	       "unregistered: slow paths counted (%llu)",
+	       (unsigned long long)(after.slow_paths - before.slow_paths));
+	tap_ok(rsk_register() != 0 || st.owner != RSK_OWNER_LIBRARY || rsk_index(RSK_INDEX_CPU) >= 0,
+	       "re-registration (library-owned) brings the fast path back");
 	rsk_counter_destroy(c);
 	rsk_spinlock_destroy(l);
 	rsk_stack_destroy(s);
 	rsk_ptrbuf_destroy(b);
 	rsk_copybuf_destroy(cb);
-	rsk_register();
+}
+
+/* Operations on any CPU's part: exact, and errors for bad indices. */
+#define N_REMOTE 6
+static void remote(enum rsk_index_mode mode, const char *mn)
+{
+	struct rsk_counter *c;
+	struct rsk_stack *s;
+	struct rsk_ptrbuf *b;
+	struct rsk_copybuf *cb;
+	struct rsk_stack_node n1, n2, *out = NULL;
+	intptr_t old = -1, sum = -1;
+	long v = 42, back = 0;
+	void *p = NULL;
+	int last = nr - 1;
+
+	rsk_counter_create(&c, mode);
+	rsk_stack_create(&s, mode);
+	rsk_ptrbuf_create(&b, mode, 4, 0);
+	rsk_copybuf_create(&cb, mode, sizeof(v), 4, 0);
+	int idx = rsk_counter_add(c, 7);
+	tap_ok(idx >= 0 && rsk_counter_exchange(c, idx, 100, &old) == 0 && old == 7 &&
+		       rsk_counter_sum(c, &sum) == 0 && sum == 100 && rsk_counter_reset(c) == 0 &&
+		       rsk_counter_sum(c, &sum) == 0 && sum == 0,
+	       "%s counter: exchange takes the exact value, reset zeroes", mn);
+	tap_ok(rsk_counter_exchange(c, -1, 0, &old) == -EINVAL &&
+		       rsk_counter_exchange(c, nr, 0, &old) == -EINVAL &&
+		       rsk_counter_exchange(c, 0, 0, NULL) == -EINVAL &&
+		       rsk_counter_exchange(NULL, 0, 0, &old) == -EINVAL,
+	       "%s counter: exchange rejects bad arguments", mn);
+	tap_ok(rsk_stack_push_cpu(s, last, &n1) == 0 && rsk_stack_push_cpu(s, last, &n2) == 0 &&
+		       rsk_stack_pop_all_cpu(s, last, &out) == 0 && out == &n2 && n2.next == &n1 &&
+		       rsk_stack_pop_all_cpu(s, last, &out) == -ENOENT &&
+		       rsk_stack_push_cpu(s, nr, &n1) == -EINVAL &&
+		       rsk_stack_push_cpu(s, 0, NULL) == -EINVAL,
+	       "%s stack: push_cpu / pop_all_cpu on part %d", mn, last);
+	tap_ok(rsk_ptrbuf_push_cpu(b, last, &n1) == 0 && rsk_ptrbuf_pop_cpu(b, last, &p) == 0 &&
+		       p == &n1 && rsk_ptrbuf_pop_cpu(b, last, &p) == -ENOENT &&
+		       rsk_ptrbuf_push_cpu(b, -1, &n1) == -EINVAL,
+	       "%s ptrbuf: push_cpu / pop_cpu on part %d", mn, last);
+	for (int i = 0; i < 4; i++)
+		rsk_ptrbuf_push_cpu(b, 0, &n1);
+	tap_ok(rsk_ptrbuf_push_cpu(b, 0, &n1) == -ENOSPC, "%s ptrbuf: push_cpu on a full part -ENOSPC",
+	       mn);
+	tap_ok(rsk_copybuf_push_cpu(cb, last, &v) == 0 && rsk_copybuf_pop_cpu(cb, last, &back) == 0 &&
+		       back == 42 && rsk_copybuf_pop_cpu(cb, last, &back) == -ENOENT &&
+		       rsk_copybuf_push_cpu(cb, nr, &v) == -EINVAL,
+	       "%s copybuf: push_cpu / pop_cpu on part %d", mn, last);
+	rsk_counter_destroy(c);
+	rsk_stack_destroy(s);
+	rsk_ptrbuf_destroy(b);
+	rsk_copybuf_destroy(cb);
 }
 
 int main(void)
@@ -279,9 +350,11 @@ int main(void)
 	cpu_set_t one;
 	int modes;
 
+	/* Without rseq (RSEQKIT_DISABLE=1, valgrind, seccomp) every operation
+	 * takes its slow path: the same checks must pass. */
 	rsk_status(&st);
 	if (!st.available)
-		tap_plan_skip_all(st.reason);
+		tap_diag("rseq unavailable (%s): slow paths only", st.reason);
 	nr = rsk_possible_cpus();
 	/* Stay on one CPU: each part index is then stable. */
 	CPU_ZERO(&one);
@@ -289,7 +362,7 @@ int main(void)
 	sched_setaffinity(0, sizeof(one), &one);
 
 	modes = 2; /* cid falls back to cpu where mm_cid is missing */
-	tap_plan(modes * (N_COUNTER + N_SPINLOCK + N_STACK + N_PTRBUF + N_COPYBUF) + N_NOSYS);
+	tap_plan(modes * (N_COUNTER + N_SPINLOCK + N_STACK + N_PTRBUF + N_COPYBUF + N_REMOTE) + N_SLOW);
 	for (int m = 0; m < modes; m++) {
 		const char *mn = m ? "cid" : "cpu";
 		counter((enum rsk_index_mode)m, mn);
@@ -297,7 +370,8 @@ int main(void)
 		stack((enum rsk_index_mode)m, mn);
 		ptrbuf((enum rsk_index_mode)m, mn);
 		copybuf((enum rsk_index_mode)m, mn);
+		remote((enum rsk_index_mode)m, mn);
 	}
-	nosys();
+	slow_paths();
 	return tap_done();
 }

@@ -62,6 +62,7 @@ int main(int argc, char **argv)
 		       st.node_id_available ? "true" : "false");
 		printf(", \"membarrier_rseq\": %s, \"possible_cpus\": %d",
 		       st.membarrier_rseq ? "true" : "false", st.possible_cpus);
+		printf(", \"slice_ext_available\": %s", st.slice_ext_available ? "true" : "false");
 		printf(", \"thread_registered\": %s}\n", st.thread_registered ? "true" : "false");
 		return 0;
 	}
@@ -80,5 +81,6 @@ int main(int argc, char **argv)
 	       st.node_id_available ? "kernel node_id" : "getcpu(2)");
 	printf("membarrier rseq:    %s\n", yes_no(st.membarrier_rseq));
 	printf("possible cpus:      %d\n", st.possible_cpus);
+	printf("slice extension:    %s\n", yes_no(st.slice_ext_available));
 	return 0;
 }

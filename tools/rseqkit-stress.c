@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 #include <rseqkit/rseqkit.h>
 
 #ifndef RSEQKIT_INJECT
@@ -40,6 +42,9 @@ struct options {
 	int yield, sig;		/* -y, -k */
 	long sleep_ms;		/* -s */
 	long migrate_us;	/* -g */
+	int disable;		/* -d: no rseq in the whole process */
+	long unregistered;	/* -D M: every M-th thread runs unregistered */
+	long abort_limit;	/* -f N */
 	int verbose;
 };
 static struct options opt = { .test = 'i', .threads = 200, .reps = 5000 };
@@ -118,6 +123,11 @@ struct worker {
 	long ops, aborts, fallbacks, signals, empty, errors;
 };
 
+/* -T r: what the manager threads took out of the counter (exchanged to 0)
+ * and how often they moved items between CPUs. */
+static long drained, moves;
+static long nmanagers;
+
 /* A result that is neither success nor an expected condition. */
 static void unexpected(struct worker *w, const char *what, int ret)
 {
@@ -145,22 +155,23 @@ static void seed_items(struct worker *w)
 			ret = rsk_copybuf_push(copybuf, &val);
 			break;
 		}
-		if (ret == -ENOSYS)
-			w->fallbacks++;
-		else if (ret < 0)
+		if (opt.test == 'r') {
+			ret = rsk_stack_push(stack, &items[id].node);
+			if (ret >= 0)
+				ret = rsk_ptrbuf_push(ptrbuf, &items[nitems / 2 + id]);
+		}
+		if (ret < 0)
 			unexpected(w, "seeding push", ret);
 	}
 }
 
-/* Count one result; -ENOENT (an empty part) and -ENOSYS are expected. */
+/* Count one result; -ENOENT (an empty part) is expected. */
 static void account(struct worker *w, int ret, const char *what)
 {
 	if (ret >= 0)
 		w->ops++;
 	else if (ret == -ENOENT)
 		w->empty++;
-	else if (ret == -ENOSYS)
-		w->fallbacks++;
 	else
 		unexpected(w, what, ret);
 }
@@ -177,6 +188,20 @@ static void one_rep(struct worker *w, long rep)
 	case 'i':
 		account(w, rsk_counter_add(counter, 1), "rsk_counter_add");
 		break;
+	case 'r': { /* owners: the same as i, l, b at once, one item each */
+		struct rsk_stack_node *node;
+		void *p;
+		ret = rsk_counter_add(counter, 1);
+		if (ret < 0)
+			unexpected(w, "rsk_counter_add", ret);
+		else
+			w->ops++; /* only adds count as ops: the sum checks them */
+		if (rsk_stack_pop(stack, &node) >= 0 && (ret = rsk_stack_push(stack, node)) < 0)
+			unexpected(w, "rsk_stack_push", ret);
+		if (rsk_ptrbuf_pop(ptrbuf, &p) >= 0 && (ret = rsk_ptrbuf_push(ptrbuf, p)) < 0)
+			unexpected(w, "rsk_ptrbuf_push", ret);
+		break;
+	}
 	case 's': {
 		int idx = ret = rsk_spinlock_lock(lock);
 		account(w, ret, "rsk_spinlock_lock");
@@ -231,17 +256,72 @@ static void one_rep(struct worker *w, long rep)
 	}
 }
 
+/* -D M: take this thread's registration away (whoever made it, libc or
+ * rseqkit), as a thread that never registered would be. */
+static void unregister_self(void)
+{
+	struct rsk_status st;
+	struct rsk_abi_area *area = rsk_area();
+
+	rsk_status(&st);
+	if (area != NULL && rsk_area_cpu_id(area) >= 0)
+		syscall(RSK_ARCH_NR_RSEQ, area, st.registered_size, RSK_ABI_FLAG_UNREGISTER,
+			RSK_ARCH_SIGNATURE);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
+	struct rsk_stats stats;
 
+	if (opt.unregistered > 0 && w->id % opt.unregistered == 0)
+		unregister_self();
 	seed_items(w);
 	pthread_barrier_wait(&start_barrier);
 	for (long r = 0; r < opt.reps; r++)
 		one_rep(w, r);
 	w->aborts = t_aborts;
 	w->signals = t_signals;
+	rsk_stats_thread(&stats);
+	w->fallbacks = (long)stats.slow_paths;
 	__atomic_add_fetch(&finished, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* -T r: managers work on other CPUs' parts while their owners run: take a
+ * part's count out exactly, move a part's whole list, move one pointer. */
+static void *manager_main(void *arg)
+{
+	struct worker *w = arg;
+	int nr = rsk_possible_cpus();
+	unsigned seed = (unsigned)w->id * 7919u + 1;
+
+	while (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) < opt.threads) {
+		int from = (int)(rand_r(&seed) % (unsigned)nr), to = (int)(rand_r(&seed) % (unsigned)nr);
+		struct rsk_stack_node *list, *next;
+		intptr_t old;
+		void *p;
+		int ret;
+
+		if ((ret = rsk_counter_exchange(counter, from, 0, &old)) < 0)
+			unexpected(w, "rsk_counter_exchange", ret);
+		else
+			__atomic_add_fetch(&drained, (long)old, __ATOMIC_RELAXED);
+		if (rsk_stack_pop_all_cpu(stack, from, &list) == 0) {
+			for (; list != NULL; list = next) {
+				next = list->next;
+				if ((ret = rsk_stack_push_cpu(stack, to, list)) < 0)
+					unexpected(w, "rsk_stack_push_cpu", ret);
+			}
+			w->ops++;
+		}
+		if (rsk_ptrbuf_pop_cpu(ptrbuf, from, &p) == 0) {
+			if ((ret = rsk_ptrbuf_push_cpu(ptrbuf, to, p)) < 0)
+				unexpected(w, "rsk_ptrbuf_push_cpu", ret);
+			w->ops++;
+		}
+		RSK_INJECT_C(9);
+	}
 	return NULL;
 }
 
@@ -286,8 +366,9 @@ static void see(unsigned char *seen, long id, long *dup, long *bad)
 		(*dup)++;
 }
 
-/* Drain every part; every item must be there exactly once. */
-static int check_items(char *what, size_t len)
+/* Drain every part of the structure of test `kind` (l, b or m); every
+ * item of [first, first + count) must be there exactly once. */
+static int check_items(char kind, long first, long count, char *what, size_t len)
 {
 	unsigned char *seen = calloc((size_t)nitems, 1);
 	long dup = 0, bad = 0, missing = 0, found = 0;
@@ -298,7 +379,7 @@ static int check_items(char *what, size_t len)
 		return -1;
 	}
 	for (int cpu = 0; cpu < nr; cpu++) {
-		if (opt.test == 'l') {
+		if (kind == 'l') {
 			struct rsk_stack_node *n;
 			long walked = 0;
 			if (rsk_stack_pop_all_cpu(stack, cpu, &n) < 0)
@@ -316,7 +397,7 @@ static int check_items(char *what, size_t len)
 			}
 			if (n != NULL)
 				bad++;
-		} else if (opt.test == 'b') {
+		} else if (kind == 'b') {
 			void *p;
 			while (rsk_ptrbuf_pop_cpu(ptrbuf, cpu, &p) == 0) {
 				struct item *it = p;
@@ -335,13 +416,13 @@ static int check_items(char *what, size_t len)
 			}
 		}
 	}
-	for (long i = 0; i < nitems; i++)
+	for (long i = first; i < first + count; i++)
 		missing += seen[i] == 0;
 	free(seen);
 	if (dup == 0 && bad == 0 && missing == 0)
 		return 0;
 	snprintf(what, len, "%ld of %ld items missing, %ld duplicated, %ld corrupt (%ld found)",
-		 missing, nitems, dup, bad, found);
+		 missing, count, dup, bad, found);
 	return -1;
 }
 
@@ -350,11 +431,14 @@ static int check_items(char *what, size_t len)
 static void usage(FILE *f, const char *argv0)
 {
 	fprintf(f,
-		"usage: %s [-T s|l|b|m|i] [-t threads] [-r reps] [-1..-9 loops] [-m N]\n"
-		"       [-y] [-k] [-s ms] [-g us] [-I cpu|cid] [-M] [-c] [-v] [-h]\n"
+		"usage: %s [-T s|l|b|m|i|r] [-t threads] [-r reps] [-1..-9 loops] [-m N]\n"
+		"       [-y] [-k] [-s ms] [-g us] [-I cpu|cid] [-M] [-d] [-D M] [-f N]\n"
+		"       [-c] [-v] [-h]\n"
 		"  -T test     s spinlock (sharded counter under the per-CPU lock),\n"
 		"              l list (stack pop/push), b buffer (pointer buffer),\n"
-		"              m memcpy (copy buffer), i increment (counter); default i\n"
+		"              m memcpy (copy buffer), i increment (counter),\n"
+		"              r remote (owners add, pop and push while managers\n"
+		"              drain, move and reset other CPUs' parts); default i\n"
 		"  -t N        threads (default 200)\n"
 		"  -r N        repetitions per thread (default 5000)\n"
 		"  -1 .. -9 N  delay loops at injection point N (1-6 inside the asm,\n"
@@ -366,7 +450,9 @@ static void usage(FILE *f, const char *argv0)
 		"  -g US       migrate a random thread every US microseconds\n"
 		"  -I mode     index by cpu (default) or cid (mm_cid)\n"
 		"  -M          release-ordered variants (buffer, memcpy)\n"
-		"  -d, -D M, -f N  progress fallback tests (not available yet)\n"
+		"  -d          do not use rseq at all (every operation on a slow path)\n"
+		"  -D M        every M-th thread runs without an rseq registration\n"
+		"  -f N        take the slow path after N consecutive aborts\n"
 		"  -c          exit 0 if rseq can be used here, else 2\n"
 		"  -v          verbose\n"
 		"  -h          this help\n",
@@ -399,7 +485,7 @@ int main(int argc, char **argv)
 {
 	static const char *test_name[128] = {
 		['s'] = "spinlock", ['l'] = "list", ['b'] = "buffer", ['m'] = "memcpy",
-		['i'] = "increment",
+		['i'] = "increment", ['r'] = "remote",
 	};
 	struct rsk_status st;
 	int check_only = 0, c, ret;
@@ -409,8 +495,8 @@ int main(int argc, char **argv)
 	while ((c = getopt(argc, argv, ":T:t:r:1:2:3:4:5:6:7:8:9:m:yks:g:I:MdD:f:cvh")) != -1) {
 		switch (c) {
 		case 'T':
-			if (strlen(optarg) != 1 || !strchr("slbmi", optarg[0]))
-				BAD("-T wants one of s l b m i, not '%s'", optarg);
+			if (strlen(optarg) != 1 || !strchr("slbmir", optarg[0]))
+				BAD("-T wants one of s l b m i r, not '%s'", optarg);
 			opt.test = optarg[0];
 			break;
 		case 't':
@@ -457,12 +543,17 @@ int main(int argc, char **argv)
 		case 'M':
 			opt.release = 1;
 			break;
-		case 'd': case 'D': case 'f':
-			fprintf(stderr,
-				"%s: -%c tests the progress fallback (slow paths for threads that "
-				"cannot run sections), which rseqkit does not have yet\n",
-				argv[0], c);
-			return 2;
+		case 'd':
+			opt.disable = 1;
+			break;
+		case 'D':
+			if (parse_long(optarg, 1, INT_MAX, &opt.unregistered))
+				BAD("-D wants M >= 1, not '%s'", optarg);
+			break;
+		case 'f':
+			if (parse_long(optarg, 1, INT_MAX, &opt.abort_limit))
+				BAD("-f wants N >= 1, not '%s'", optarg);
+			break;
 		case 'c':
 			check_only = 1;
 			break;
@@ -481,14 +572,19 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		BAD("unexpected argument '%s'", argv[optind]);
 
+	/* -d: the library decides at start-up whether to use rseq; tell it
+	 * not to, and start again. */
+	if (opt.disable && getenv("RSEQKIT_DISABLE") == NULL) {
+		setenv("RSEQKIT_DISABLE", "1", 1);
+		execv("/proc/self/exe", argv);
+		fprintf(stderr, "%s: cannot re-execute itself for -d: %s\n", argv[0], strerror(errno));
+		return 2;
+	}
 	rsk_status(&st);
 	if (check_only)
 		return st.available && st.thread_registered ? 0 : 2;
-	if (!st.available || !st.thread_registered) {
-		fprintf(stderr, "%s: rseq cannot be used here (%s): nothing to stress\n", argv[0],
-			st.reason ? st.reason : "unknown");
-		return 2;
-	}
+	if (opt.abort_limit > 0)
+		rsk_set_abort_limit((unsigned)opt.abort_limit);
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
@@ -498,8 +594,17 @@ int main(int argc, char **argv)
 
 	int nr = rsk_possible_cpus();
 	enum rsk_index_mode mode = opt.mode;
-	nitems = opt.threads * ITEMS_PER_THREAD;
+	nitems = opt.threads * ITEMS_PER_THREAD * (opt.test == 'r' ? 2 : 1);
 	switch (opt.test) {
+	case 'r': /* counter + stack + buffer, items split between the two */
+		ret = rsk_counter_create(&counter, opt.mode);
+		if (ret == 0)
+			ret = rsk_stack_create(&stack, opt.mode);
+		if (ret == 0)
+			ret = rsk_ptrbuf_create(&ptrbuf, opt.mode, nitems, RSK_PTRBUF_RELEASE);
+		if (ret == 0)
+			mode = counter->mode;
+		break;
 	case 'i':
 		ret = rsk_counter_create(&counter, opt.mode);
 		if (ret == 0)
@@ -557,14 +662,29 @@ int main(int argc, char **argv)
 	struct timespec t0, t1;
 	pthread_t migrator;
 	int migrating = 0;
+	/* -T r: one manager per 4 workers (at least one). */
+	nmanagers = opt.test == 'r' ? (opt.threads + 3) / 4 : 0;
+	struct worker *mgr = calloc((size_t)nmanagers + 1, sizeof(*mgr));
 	pthread_barrier_wait(&start_barrier);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (long m = 0; m < nmanagers; m++) {
+		mgr[m].id = opt.threads + m;
+		if (pthread_create(&mgr[m].th, NULL, manager_main, &mgr[m]) != 0)
+			nmanagers = m;
+	}
 	if (opt.migrate_us > 0)
 		migrating = pthread_create(&migrator, NULL, migrator_main, w) == 0;
 	if (migrating)
 		pthread_join(migrator, NULL);
 	for (long t = 0; t < started; t++)
 		pthread_join(w[t].th, NULL);
+	for (long m = 0; m < nmanagers; m++) {
+		pthread_join(mgr[m].th, NULL);
+		moves += mgr[m].ops;
+		if (mgr[m].errors)
+			w[0].errors += mgr[m].errors;
+	}
+	free(mgr);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double elapsed = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 
@@ -585,10 +705,11 @@ int main(int argc, char **argv)
 
 	char what[200] = "";
 	int failed = 0;
-	if (opt.test == 'i' || opt.test == 's') {
+	if (opt.test == 'i' || opt.test == 's' || opt.test == 'r') {
 		intptr_t sum = 0;
-		if (opt.test == 'i') {
+		if (opt.test != 's') {
 			rsk_counter_sum(counter, &sum);
+			sum += drained; /* -T r: what the managers took out */
 		} else {
 			for (int i = 0; i < nr; i++)
 				sum += shards[i].v;
@@ -598,15 +719,20 @@ int main(int argc, char **argv)
 			snprintf(what, sizeof(what), "sum %ld != %ld operations (%ld lost)",
 				 (long)sum, ops, ops - (long)sum);
 		}
-	} else {
-		failed = check_items(what, sizeof(what)) < 0;
+	}
+	if (!failed && opt.test == 'r') {
+		long half = nitems / 2;
+		failed = check_items('l', 0, half, what, sizeof(what)) < 0 ||
+			 check_items('b', half, half, what, sizeof(what)) < 0;
+	} else if (!failed && opt.test != 'i' && opt.test != 's') {
+		failed = check_items(opt.test, 0, nitems, what, sizeof(what)) < 0;
 	}
 	if (!failed && errors) {
 		failed = 1;
 		snprintf(what, sizeof(what), "%ld unexpected results or corrupt items", errors);
 	}
 	if (opt.verbose)
-		printf("empty pops: %ld\n", empty);
+		printf("empty pops: %ld, remote moves: %ld, drained: %ld\n", empty, moves, drained);
 
 	printf("rseqkit-stress: test=%s mode=%s%s release=%s threads=%ld reps=%ld ops=%ld "
 	       "aborts=%ld fallbacks=%ld signals=%ld elapsed=%.3fs %s%s\n",

@@ -21,7 +21,9 @@
  *                                                       seen by whoever pops
  *                                                       it, on any CPU)
  *   rsk_copybuf_pop        push, pop                    relaxed
- *   rsk_copybuf_pop_cpu    nothing (quiescent only)     -
+ *   rsk_copybuf_pop_cpu    everything                   gate + fence of that
+ *   rsk_copybuf_push_cpu   everything                   CPU; push_cpu
+ *                                                       releases
  *   rsk_copybuf_create     -                            -
  *   rsk_copybuf_destroy    nothing                      -
  *
@@ -52,7 +54,7 @@ extern "C" {
 
 struct rsk_copybuf_part {
 	intptr_t count;	  /* items in use, [0, capacity] */
-	intptr_t stopped; /* reserved for the progress protocol */
+	intptr_t gate;	  /* the progress protocol's gate */
 	intptr_t item[];  /* capacity * words */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
@@ -80,7 +82,7 @@ int rsk_copybuf_create(struct rsk_copybuf **out, enum rsk_index_mode mode, size_
 /* rsk_copybuf_destroy - free b.  Returns 0, or -EINVAL if b is NULL. */
 int rsk_copybuf_destroy(struct rsk_copybuf *b);
 
-/* Not API: the one slow path of the buffer (today: -ENOSYS). */
+/* Not API: the one slow path of the buffer (under the part's gate). */
 enum rsk_copybuf_op_ { RSK_COPYBUF_PUSH_, RSK_COPYBUF_POP_ };
 int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item);
 
@@ -98,12 +100,14 @@ static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *i
 /*
  * rsk_copybuf_push - copy the item (b->item_size bytes) onto the current
  * CPU's part.  Returns the part's index (>= 0), -ENOSPC (that part is
- * full: nothing stored), -EINVAL (b or item NULL), -ENOSYS.  Lock-free.
+ * full: nothing stored), -EINVAL (b or item NULL, or a slow path's fence
+ * failed).  Lock-free on the fast path.
  */
 static inline int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 {
 	intptr_t bounce[RSK_COPYBUF_MAX_ITEM / sizeof(intptr_t)];
 	const intptr_t *src = (const intptr_t *)item;
+	unsigned aborts = 0;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
 		return -EINVAL;
@@ -120,7 +124,7 @@ static inline int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 		int ret;
 
 		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			return rsk_copybuf_slow_(b, RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item);
+			break;
 		RSK_INJECT_C(7);
 		p = rsk_copybuf_part_(b, idx);
 		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
@@ -128,30 +132,32 @@ static inline int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 			return -ENOSPC;
 		RSK_INJECT_C(8);
 		if (b->flags & RSK_COPYBUF_RELEASE)
-			ret = RSK_PERCPU_OP_(cmpcopystore_release, b->mode, area, idx, &p->count, count,
-						       &p->item[(size_t)count * b->words], src,
-						       (intptr_t)b->words, count + 1);
+			ret = RSK_PERCPU_OP_(cmpcopystore_release, b->mode, area, idx, &p->gate,
+					     &p->count, count, &p->item[(size_t)count * b->words], src,
+					     (intptr_t)b->words, count + 1);
 		else
-			ret = RSK_PERCPU_OP_(cmpcopystore, b->mode, area, idx, &p->count, count,
-					       &p->item[(size_t)count * b->words], src, (intptr_t)b->words,
-					       count + 1);
+			ret = RSK_PERCPU_OP_(cmpcopystore, b->mode, area, idx, &p->gate, &p->count,
+					     count, &p->item[(size_t)count * b->words], src,
+					     (intptr_t)b->words, count + 1);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
 			return idx;
-		if (ret == RSK_ABORTED)
-			RSK_PERCPU_ABORTED();
+		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
+			break;
 	}
+	return rsk_copybuf_slow_(b, RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item);
 }
 
 /*
  * rsk_copybuf_pop - copy the last item of the current CPU's part into
  * item (b->item_size bytes) and remove it.  Returns the part's index
- * (>= 0), -ENOENT (that part is empty), -EINVAL (b or item NULL),
- * -ENOSYS.  Lock-free.
+ * (>= 0), -ENOENT (that part is empty), -EINVAL (b or item NULL, or a slow
+ * path's fence failed).  Lock-free on the fast path.
  */
 static inline int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
 {
 	intptr_t bounce[RSK_COPYBUF_MAX_ITEM / sizeof(intptr_t)];
 	intptr_t *dst = (intptr_t *)item;
+	unsigned aborts = 0;
 	int direct;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
@@ -167,7 +173,7 @@ static inline int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
 		int ret;
 
 		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			return rsk_copybuf_slow_(b, RSK_COPYBUF_POP_, item);
+			break;
 		RSK_INJECT_C(7);
 		p = rsk_copybuf_part_(b, idx);
 		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
@@ -176,26 +182,35 @@ static inline int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
 		RSK_INJECT_C(8);
 		/* The count unchanged at the commit means nothing touched
 		 * the part since the section started: the copy is whole. */
-		ret = RSK_PERCPU_OP_(cmpcopystore, b->mode, area, idx, &p->count, count, dst,
-				       &p->item[(size_t)(count - 1) * b->words], (intptr_t)b->words,
-				       count - 1);
+		ret = RSK_PERCPU_OP_(cmpcopystore, b->mode, area, idx, &p->gate, &p->count, count,
+				     dst, &p->item[(size_t)(count - 1) * b->words],
+				     (intptr_t)b->words, count - 1);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
 			if (RSK_PERCPU_UNLIKELY(!direct))
 				memcpy(item, bounce, b->item_size);
 			return idx;
 		}
-		if (ret == RSK_ABORTED)
-			RSK_PERCPU_ABORTED();
+		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
+			break;
 	}
+	return rsk_copybuf_slow_(b, RSK_COPYBUF_POP_, item);
 }
 
 /*
  * rsk_copybuf_pop_cpu - copy out and remove the last item of part `cpu`
- * (any CPU's), with plain loads and stores: only while no other thread
- * operates on b.  Returns 0, -ENOENT (empty), -EINVAL (b or item NULL,
- * cpu outside [0, b->nr)).
+ * (any CPU's) while that CPU's threads keep operating (the part's gate is
+ * closed and the CPU fenced meanwhile).  Returns 0, -ENOENT (empty),
+ * -EINVAL (b or item NULL, cpu outside [0, b->nr), or the fence failed).
  */
 int rsk_copybuf_pop_cpu(struct rsk_copybuf *b, int cpu, void *item);
+
+/*
+ * rsk_copybuf_push_cpu - copy the item onto part `cpu` (any CPU's), as
+ * safely as rsk_copybuf_pop_cpu() and with release ordering: with it,
+ * items move between CPUs.  Returns 0, -ENOSPC (full), -EINVAL (as
+ * pop_cpu).
+ */
+int rsk_copybuf_push_cpu(struct rsk_copybuf *b, int cpu, const void *item);
 
 #ifdef __cplusplus
 }

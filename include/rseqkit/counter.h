@@ -16,7 +16,13 @@
  *                                                       snapshot: adds during
  *                                                       the walk may or may
  *                                                       not be counted
- *   rsk_counter_reset      read, sum only (no add)      relaxed stores
+ *   rsk_counter_exchange   everything                   exact: the part's
+ *                                                       value is taken and
+ *                                                       replaced atomically
+ *                                                       (gate + fence)
+ *   rsk_counter_reset      everything                   each part exact, as
+ *                                                       exchange; not one
+ *                                                       snapshot of all
  *   rsk_counter_create     -                            -
  *   rsk_counter_destroy    nothing                      -
  *
@@ -34,7 +40,7 @@ extern "C" {
 
 struct rsk_counter_part {
 	intptr_t count;
-	intptr_t stopped; /* reserved for the progress protocol */
+	intptr_t gate; /* the progress protocol's gate */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_counter {
@@ -55,31 +61,38 @@ int rsk_counter_create(struct rsk_counter **out, enum rsk_index_mode mode);
  * Returns 0, or -EINVAL if c is NULL. */
 int rsk_counter_destroy(struct rsk_counter *c);
 
-/* Not API: the slow path of rsk_counter_add (today: -ENOSYS). */
+/* Not API: the slow path of rsk_counter_add. */
 int rsk_counter_slow_(struct rsk_counter *c, intptr_t count);
 
 /*
  * rsk_counter_add - add count (any sign) to the current CPU's part.
- * Returns the index of that part (>= 0), -EINVAL if c is NULL, -ENOSYS if
- * the thread cannot run critical sections (nothing added).
- * Wait-free with respect to other threads; restarts when preempted.
+ * Returns the index of that part (>= 0), -EINVAL if c is NULL (or, from
+ * the slow path, a fence error: nothing added).  One restartable add;
+ * without rseq, or after too many aborts, the slow path adds under the
+ * part's gate.
  */
 static inline int rsk_counter_add(struct rsk_counter *c, intptr_t count)
 {
+	unsigned aborts = 0;
+
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
 		return -EINVAL;
 	for (;;) {
 		int idx = -1;
 		struct rsk_abi_area *area = rsk_percpu_area_(c->mode, c->nr, &idx);
+		int ret;
 
 		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			return rsk_counter_slow_(c, count);
+			break;
 		RSK_INJECT_C(7);
-		if (RSK_PERCPU_LIKELY(RSK_PERCPU_OP_(add, c->mode, area, idx, &c->part[idx].count, count) ==
-				      RSK_OK))
+		ret = RSK_PERCPU_OP_(add, c->mode, area, idx, &c->part[idx].gate,
+				     &c->part[idx].count, count);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
 			return idx;
-		RSK_PERCPU_ABORTED();
+		if (ret == RSK_STOPPED || rsk_percpu_give_up_(&aborts))
+			break;
 	}
+	return rsk_counter_slow_(c, count);
 }
 
 /*
@@ -95,9 +108,18 @@ int rsk_counter_read(const struct rsk_counter *c, int cpu, intptr_t *value);
 int rsk_counter_sum(const struct rsk_counter *c, intptr_t *sum);
 
 /*
- * rsk_counter_reset - set every part to 0.  Not safe against concurrent
- * rsk_counter_add() (an add in flight on another CPU may overwrite the
- * reset); call it while no thread adds.  Returns 0, -EINVAL (c NULL).
+ * rsk_counter_exchange - replace the value of part `cpu` with `value` and
+ * store the old one in *old, exactly: no add is lost or counted twice,
+ * while other threads keep adding (the part's gate is closed and its CPU
+ * fenced for the exchange).  Returns 0, -EINVAL (c or old NULL, cpu
+ * outside [0, c->nr), or the fence failed: nothing changed).
+ */
+int rsk_counter_exchange(struct rsk_counter *c, int cpu, intptr_t value, intptr_t *old);
+
+/*
+ * rsk_counter_reset - set every part to 0, each exactly as
+ * rsk_counter_exchange() does, while other threads may keep adding.
+ * Returns 0, -EINVAL (c NULL, or a fence failed).
  */
 int rsk_counter_reset(struct rsk_counter *c);
 

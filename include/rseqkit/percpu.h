@@ -15,16 +15,22 @@
  *    RSK_INDEX_CPU: indexing by a meaningless mm_cid would put every
  *    thread on part 0.  The structure's `mode` field tells which it got.
  *  - Each part starts on its own 128-byte boundary (two 64-byte lines:
- *    adjacent-line prefetchers pull pairs) and carries a `stopped` word,
- *    reserved for the progress protocol (always 0 for now).
+ *    adjacent-line prefetchers pull pairs) and carries a `gate` word, the
+ *    progress protocol's (<rseqkit/progress.h>): every section is a gated
+ *    one and stops when the gate is closed.
  *  - Every index rsk_index() returns is checked against the structure's
  *    size before it is used.
  *  - When the calling thread cannot run a critical section on the part of
  *    its CPU (rsk_index() < 0: no rseq in this process, thread not
- *    registered; or an index beyond the structure), the operation goes to
- *    the structure's single slow-path function (rsk_<name>_slow_()), which
- *    today changes nothing and returns -ENOSYS.  The progress protocol will
- *    turn those into locked slow paths without changing the API.
+ *    registered; or an index beyond the structure), when the section found
+ *    the gate closed, or when it aborted rsk_abort_limit() times in a row
+ *    (a debugger single-stepping it), the operation goes to the
+ *    structure's single slow-path function (rsk_<name>_slow_()): it closes
+ *    the gate of a part (the current CPU's, or any when the thread has no
+ *    index), fences, does the operation with plain code and reopens the
+ *    gate.  Same API, same results, only slower.
+ *  - Operations on another CPU's part (rsk_<name>_*_cpu) use the same
+ *    gate, so they are safe while that CPU's threads run.
  *
  * Return values: negative errno on error, otherwise (for operations on the
  * current CPU's part) the index of the part that was used:
@@ -33,7 +39,8 @@
  *	-ENOMEM  creation could not allocate
  *	-ENOSPC  a buffer part is full (ptrbuf, copybuf push)
  *	-ENOENT  a part is empty (stack, ptrbuf, copybuf pop)
- *	-ENOSYS  no critical section possible here (see above)
+ *	-EINVAL  also: a slow path's fence could not reach the CPU (see
+ *	         rsk_fence_cpu(3)); nothing was done
  */
 #ifndef RSEQKIT_PERCPU_H
 #define RSEQKIT_PERCPU_H
@@ -43,6 +50,7 @@
 #include <stdint.h>
 #include <rseqkit/thread.h>
 #include <rseqkit/ops.h>
+#include <rseqkit/progress.h>
 
 /* Alignment and minimum stride of each CPU's part. */
 #define RSK_PERCPU_ALIGN 128
@@ -51,16 +59,21 @@
 #define RSK_PERCPU_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /*
- * Injection builds only: point 0 of rsk_inject_hook() is not a delay but a
- * notification - "a critical section of a data structure aborted" - which
- * lets rseqkit-stress count aborts per thread.  The library's default hook
- * ignores it.
+ * After an abort (a cold path): count it and tell whether the operation
+ * has now aborted rsk_abort_limit() times in a row and must finish on its
+ * slow path - the progress guarantee when a debugger single-steps.
+ * Injection builds also report it as point 0 of rsk_inject_hook(), a
+ * notification rather than a delay (rseqkit-stress counts aborts per
+ * thread with it; the library's default hook ignores it).
  */
+static inline int rsk_percpu_give_up_(unsigned *aborts)
+{
 #if RSK_INJECTING
-#define RSK_PERCPU_ABORTED() rsk_inject_hook(0)
-#else
-#define RSK_PERCPU_ABORTED() ((void)0)
+	rsk_inject_hook(0);
 #endif
+	rsk_note_abort();
+	return ++*aborts >= rsk_abort_limit();
+}
 
 /*
  * The calling thread's rseq area and the index (*idx) it must use for a
@@ -97,11 +110,12 @@ rsk_percpu_area_(enum rsk_index_mode mode, int nr, int *idx)
 	return area;
 }
 
-/* Run arch operation `op` on the index field of `mode`: the structures'
- * form of ops.h's dispatch, for an area already in hand. */
-#define RSK_PERCPU_OP_(op, mode, area, idx, ...)                               \
-	((mode) == RSK_INDEX_CID ? rsk_arch_##op##_cid((area), (idx), __VA_ARGS__) \
-				 : rsk_arch_##op##_cpu((area), (idx), __VA_ARGS__))
+/* Run the gated arch operation `op` on the index field of `mode`: the
+ * structures' form of ops.h's dispatch, for an area already in hand. */
+#define RSK_PERCPU_OP_(op, mode, area, idx, gate, ...)                         \
+	((mode) == RSK_INDEX_CID                                               \
+		 ? rsk_arch_gated_##op##_cid((area), (idx), __VA_ARGS__, (gate)) \
+		 : rsk_arch_gated_##op##_cpu((area), (idx), __VA_ARGS__, (gate)))
 
 /* Creation-time mode: CID only where the kernel writes mm_cid. */
 static inline enum rsk_index_mode rsk_percpu_effective_mode_(enum rsk_index_mode mode)

@@ -18,15 +18,16 @@
  *                                                       whoever pops it, on
  *                                                       any CPU
  *   rsk_ptrbuf_pop         push, pop                    address dependency
- *   rsk_ptrbuf_pop_cpu     nothing (quiescent only)     -
+ *   rsk_ptrbuf_pop_cpu     everything                   gate + fence of that
+ *   rsk_ptrbuf_push_cpu    everything                   CPU; push_cpu
+ *                                                       releases
  *   rsk_ptrbuf_create      -                            -
  *   rsk_ptrbuf_destroy     nothing                      -
  *
  * Without RSK_PTRBUF_RELEASE, a consumer that runs on the producer's CPU
  * after it (the kernel orders context switches and migrations) sees the
- * object, but a consumer on another CPU - rsk_ptrbuf_pop_cpu() today,
- * cross-CPU operations later - may not on weakly ordered machines (arm,
- * powerpc, riscv; x86 is ordered either way).
+ * object, but a consumer on another CPU may not on weakly ordered
+ * machines (arm, powerpc, riscv; x86 is ordered either way).
  *
  * Injection points (test builds): push - 7 after reading the index, 8
  * after reading the count; pop - 7, 8 likewise, 9 after reading the slot.
@@ -47,7 +48,7 @@ extern "C" {
 
 struct rsk_ptrbuf_part {
 	intptr_t count;	  /* slots in use, [0, capacity] */
-	intptr_t stopped; /* reserved for the progress protocol */
+	intptr_t gate;	  /* the progress protocol's gate */
 	intptr_t slot[];  /* capacity pointers */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
@@ -73,7 +74,7 @@ int rsk_ptrbuf_create(struct rsk_ptrbuf **out, enum rsk_index_mode mode, long ca
  * Returns 0, or -EINVAL if b is NULL. */
 int rsk_ptrbuf_destroy(struct rsk_ptrbuf *b);
 
-/* Not API: the one slow path of the buffer (today: -ENOSYS). */
+/* Not API: the one slow path of the buffer (under the part's gate). */
 enum rsk_ptrbuf_op_ { RSK_PTRBUF_PUSH_, RSK_PTRBUF_POP_ };
 int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, void **out);
 
@@ -85,10 +86,13 @@ static inline struct rsk_ptrbuf_part *rsk_ptrbuf_part_(const struct rsk_ptrbuf *
 /*
  * rsk_ptrbuf_push - append ptr to the current CPU's part.
  * Returns the part's index (>= 0), -ENOSPC (that part is full: nothing
- * stored), -EINVAL (b NULL), -ENOSYS.  Lock-free.
+ * stored), -EINVAL (b NULL, or a slow path's fence failed).  Lock-free on
+ * the fast path.
  */
 static inline int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
 {
+	unsigned aborts = 0;
+
 	if (RSK_PERCPU_UNLIKELY(b == NULL))
 		return -EINVAL;
 	for (;;) {
@@ -99,7 +103,7 @@ static inline int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
 		int ret;
 
 		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			return rsk_ptrbuf_slow_(b, RSK_PTRBUF_PUSH_, ptr, NULL);
+			break;
 		RSK_INJECT_C(7);
 		p = rsk_ptrbuf_part_(b, idx);
 		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
@@ -107,25 +111,29 @@ static inline int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
 			return -ENOSPC;
 		RSK_INJECT_C(8);
 		if (b->flags & RSK_PTRBUF_RELEASE)
-			ret = RSK_PERCPU_OP_(cmpstorestore_release, b->mode, area, idx, &p->count, count,
-							&p->slot[count], (intptr_t)ptr, count + 1);
+			ret = RSK_PERCPU_OP_(cmpstorestore_release, b->mode, area, idx, &p->gate,
+					     &p->count, count, &p->slot[count], (intptr_t)ptr, count + 1);
 		else
-			ret = RSK_PERCPU_OP_(cmpstorestore, b->mode, area, idx, &p->count, count, &p->slot[count],
-						(intptr_t)ptr, count + 1);
+			ret = RSK_PERCPU_OP_(cmpstorestore, b->mode, area, idx, &p->gate, &p->count,
+					     count, &p->slot[count], (intptr_t)ptr, count + 1);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
 			return idx;
-		if (ret == RSK_ABORTED)
-			RSK_PERCPU_ABORTED();
+		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
+			break;
 	}
+	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_PUSH_, ptr, NULL);
 }
 
 /*
  * rsk_ptrbuf_pop - take the last pointer of the current CPU's part into
  * *out.  Returns the part's index (>= 0), -ENOENT (that part is empty;
- * *out = NULL), -EINVAL (b or out NULL), -ENOSYS.  Lock-free.
+ * *out = NULL), -EINVAL (b or out NULL, or a slow path's fence failed).
+ * Lock-free on the fast path.
  */
 static inline int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
 {
+	unsigned aborts = 0;
+
 	if (RSK_PERCPU_UNLIKELY(b == NULL || out == NULL))
 		return -EINVAL;
 	for (;;) {
@@ -136,7 +144,7 @@ static inline int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
 		int ret;
 
 		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			return rsk_ptrbuf_slow_(b, RSK_PTRBUF_POP_, NULL, out);
+			break;
 		RSK_INJECT_C(7);
 		p = rsk_ptrbuf_part_(b, idx);
 		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
@@ -149,24 +157,32 @@ static inline int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
 		RSK_INJECT_C(9);
 		/* Count and slot both unchanged at the commit: ptr is the
 		 * top entry, taken exactly once. */
-		ret = RSK_PERCPU_OP_(cmpcmpstore, b->mode, area, idx, &p->count, count, &p->slot[count - 1], ptr,
-				      count - 1);
+		ret = RSK_PERCPU_OP_(cmpcmpstore, b->mode, area, idx, &p->gate, &p->count, count,
+				     &p->slot[count - 1], ptr, count - 1);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
 			*out = (void *)ptr;
 			return idx;
 		}
-		if (ret == RSK_ABORTED)
-			RSK_PERCPU_ABORTED();
+		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
+			break;
 	}
+	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_POP_, NULL, out);
 }
 
 /*
- * rsk_ptrbuf_pop_cpu - take the last pointer of part `cpu` (any CPU's),
- * with plain loads and stores: only while no other thread operates on b.
- * Returns 0, -ENOENT (empty; *out = NULL), -EINVAL (b or out NULL, cpu
- * outside [0, b->nr)).
+ * rsk_ptrbuf_pop_cpu - take the last pointer of part `cpu` (any CPU's)
+ * while that CPU's threads keep operating (the part's gate is closed and
+ * the CPU fenced meanwhile).  Returns 0, -ENOENT (empty; *out = NULL),
+ * -EINVAL (b or out NULL, cpu outside [0, b->nr), or the fence failed).
  */
 int rsk_ptrbuf_pop_cpu(struct rsk_ptrbuf *b, int cpu, void **out);
+
+/*
+ * rsk_ptrbuf_push_cpu - append ptr to part `cpu` (any CPU's), as safely as
+ * rsk_ptrbuf_pop_cpu() and with release ordering: with it, pointers move
+ * between CPUs.  Returns 0, -ENOSPC (full), -EINVAL (as pop_cpu).
+ */
+int rsk_ptrbuf_push_cpu(struct rsk_ptrbuf *b, int cpu, void *ptr);
 
 #ifdef __cplusplus
 }

@@ -37,7 +37,7 @@ extern "C" {
 
 struct rsk_spinlock_part {
 	intptr_t locked;  /* 0 free, 1 held */
-	intptr_t stopped; /* reserved for the progress protocol */
+	intptr_t gate;	  /* the progress protocol's gate */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_spinlock {
@@ -56,20 +56,21 @@ int rsk_spinlock_create(struct rsk_spinlock **out, enum rsk_index_mode mode);
  * Returns 0, or -EINVAL if l is NULL. */
 int rsk_spinlock_destroy(struct rsk_spinlock *l);
 
-/* Not API: the slow path of rsk_spinlock_lock (today: -ENOSYS), and the
- * contended wait (spins, then yields the CPU so a preempted holder runs). */
+/* Not API: the slow path of rsk_spinlock_lock, and the contended wait
+ * (spins, then yields the CPU so a preempted holder runs). */
 int rsk_spinlock_slow_(struct rsk_spinlock *l);
 void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
 
 /*
  * rsk_spinlock_lock - take the lock of the current CPU's part.
  * Returns its index (>= 0; pass it to rsk_spinlock_unlock), -EINVAL if l
- * is NULL, -ENOSYS if the thread cannot run critical sections (no lock
- * taken).  Blocking: spins, yielding the CPU while the lock stays held.
+ * is NULL (or a slow path's fence failed: no lock taken).  Blocking: spins,
+ * yielding the CPU while the lock stays held.  Without rseq, or after too
+ * many aborts, the slow path takes the lock under the part's gate.
  */
 static inline int rsk_spinlock_lock(struct rsk_spinlock *l)
 {
-	unsigned round = 0;
+	unsigned round = 0, aborts = 0;
 
 	if (RSK_PERCPU_UNLIKELY(l == NULL))
 		return -EINVAL;
@@ -79,20 +80,22 @@ static inline int rsk_spinlock_lock(struct rsk_spinlock *l)
 		int ret;
 
 		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			return rsk_spinlock_slow_(l);
+			break;
 		RSK_INJECT_C(7);
-		ret = RSK_PERCPU_OP_(cmpstore, l->mode, area, idx, &l->part[idx].locked, 0, 1);
+		ret = RSK_PERCPU_OP_(cmpstore, l->mode, area, idx, &l->part[idx].gate,
+				     &l->part[idx].locked, 0, 1);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
 			/* Nothing of the critical section may move above
 			 * the commit that took the lock. */
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
 			return idx;
 		}
-		if (ret == RSK_ABORTED)
-			RSK_PERCPU_ABORTED();
-		else
+		if (ret == RSK_CMPFAIL)
 			rsk_spinlock_wait_(l, idx, round++);
+		else if (ret == RSK_STOPPED || rsk_percpu_give_up_(&aborts))
+			break;
 	}
+	return rsk_spinlock_slow_(l);
 }
 
 /*

@@ -18,14 +18,16 @@
  *   rsk_stack_pop            push, pop, pop_all         address dependency
  *                                                       (consume) on the node
  *   rsk_stack_pop_all        push, pop, pop_all         as pop
- *   rsk_stack_pop_all_cpu    nothing (quiescent only)   -
+ *   rsk_stack_pop_all_cpu    everything                 as pop (gate+fence)
+ *   rsk_stack_push_cpu       everything                 as push (gate+fence)
  *   rsk_stack_create         -                          -
  *   rsk_stack_destroy        nothing                    -
  *
  * A node may be on one stack once.  pop and pop_all take from the current
  * CPU's part only: a part whose threads went away keeps its nodes until
- * the program drains it with rsk_stack_pop_all_cpu() while nothing else
- * runs (the progress protocol will make cross-CPU draining concurrent).
+ * some thread drains it with rsk_stack_pop_all_cpu(), which is safe while
+ * that CPU's threads keep pushing and popping (it closes the part's gate
+ * and fences the CPU); rsk_stack_push_cpu() moves nodes to any part.
  *
  * Injection points (test builds): push - 7 after reading the index, 8
  * after reading the head; pop, pop_all - 7 after reading the index, 8
@@ -46,7 +48,7 @@ struct rsk_stack_node {
 
 struct rsk_stack_part {
 	intptr_t head;	  /* struct rsk_stack_node *, 0 when empty */
-	intptr_t stopped; /* reserved for the progress protocol */
+	intptr_t gate;	  /* the progress protocol's gate */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_stack {
@@ -63,18 +65,20 @@ int rsk_stack_create(struct rsk_stack **out, enum rsk_index_mode mode);
  * they own memory).  Returns 0, or -EINVAL if s is NULL. */
 int rsk_stack_destroy(struct rsk_stack *s);
 
-/* Not API: the one slow path of the stack (today: -ENOSYS). */
+/* Not API: the one slow path of the stack (under the part's gate). */
 enum rsk_stack_op_ { RSK_STACK_PUSH_, RSK_STACK_POP_, RSK_STACK_POP_ALL_ };
 int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op, struct rsk_stack_node *node,
 		    struct rsk_stack_node **out);
 
 /*
  * rsk_stack_push - push node on the current CPU's part.
- * Returns the part's index (>= 0), -EINVAL (s or node NULL), -ENOSYS
- * (no critical section possible: node not pushed).  Lock-free.
+ * Returns the part's index (>= 0), -EINVAL (s or node NULL, or a slow
+ * path's fence failed: node not pushed).  Lock-free on the fast path.
  */
 static inline int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *node)
 {
+	unsigned aborts = 0;
+
 	if (RSK_PERCPU_UNLIKELY(s == NULL || node == NULL))
 		return -EINVAL;
 	for (;;) {
@@ -84,27 +88,32 @@ static inline int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *nod
 		int ret;
 
 		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL);
+			break;
 		RSK_INJECT_C(7);
 		head = __atomic_load_n(&s->part[idx].head, __ATOMIC_RELAXED);
 		/* Written before the commit, which publishes it. */
 		node->next = (struct rsk_stack_node *)head;
 		RSK_INJECT_C(8);
-		ret = RSK_PERCPU_OP_(cmpstore_release, s->mode, area, idx, &s->part[idx].head, head, (intptr_t)node);
+		ret = RSK_PERCPU_OP_(cmpstore_release, s->mode, area, idx, &s->part[idx].gate,
+				     &s->part[idx].head, head, (intptr_t)node);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
 			return idx;
-		if (ret == RSK_ABORTED)
-			RSK_PERCPU_ABORTED();
+		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
+			break;
 	}
+	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL);
 }
 
 /*
  * rsk_stack_pop - unlink the top node of the current CPU's part into *out.
  * Returns the part's index (>= 0), -ENOENT (that part is empty; *out set
- * to NULL), -EINVAL (s or out NULL), -ENOSYS.  Lock-free.
+ * to NULL), -EINVAL (s or out NULL, or a slow path's fence failed).
+ * Lock-free on the fast path.
  */
 static inline int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out)
 {
+	unsigned aborts = 0;
+
 	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
 		return -EINVAL;
 	for (;;) {
@@ -114,11 +123,11 @@ static inline int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out
 		int ret;
 
 		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			return rsk_stack_slow_(s, RSK_STACK_POP_, NULL, out);
+			break;
 		RSK_INJECT_C(7);
 		RSK_INJECT_C(8);
-		ret = RSK_PERCPU_OP_(pop, s->mode, area, idx, &s->part[idx].head, 0,
-			      (intptr_t)offsetof(struct rsk_stack_node, next), &node);
+		ret = RSK_PERCPU_OP_(pop, s->mode, area, idx, &s->part[idx].gate, &s->part[idx].head, 0,
+				     (intptr_t)offsetof(struct rsk_stack_node, next), &node);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
 			*out = (struct rsk_stack_node *)node;
 			return idx;
@@ -127,18 +136,22 @@ static inline int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out
 			*out = NULL;
 			return -ENOENT;
 		}
-		RSK_PERCPU_ABORTED();
+		if (ret == RSK_STOPPED || rsk_percpu_give_up_(&aborts))
+			break;
 	}
+	return rsk_stack_slow_(s, RSK_STACK_POP_, NULL, out);
 }
 
 /*
  * rsk_stack_pop_all - take the whole list of the current CPU's part: *out
  * gets its top node (the rest linked through next, NULL-terminated).
- * Returns the part's index (>= 0), -ENOENT (empty; *out = NULL), -EINVAL,
- * -ENOSYS.  Lock-free.
+ * Returns the part's index (>= 0), -ENOENT (empty; *out = NULL), -EINVAL.
+ * Lock-free on the fast path.
  */
 static inline int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_node **out)
 {
+	unsigned aborts = 0;
+
 	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
 		return -EINVAL;
 	for (;;) {
@@ -148,7 +161,7 @@ static inline int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_node *
 		int ret;
 
 		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			return rsk_stack_slow_(s, RSK_STACK_POP_ALL_, NULL, out);
+			break;
 		RSK_INJECT_C(7);
 		head = __atomic_load_n(&s->part[idx].head, __ATOMIC_RELAXED);
 		if (head == 0) {
@@ -158,23 +171,33 @@ static inline int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_node *
 		RSK_INJECT_C(8);
 		/* Comparing the head is enough: whatever list hangs from it
 		 * at the commit is the one taken (its links are read later). */
-		ret = RSK_PERCPU_OP_(cmpstore, s->mode, area, idx, &s->part[idx].head, head, 0);
+		ret = RSK_PERCPU_OP_(cmpstore, s->mode, area, idx, &s->part[idx].gate,
+				     &s->part[idx].head, head, 0);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
 			*out = (struct rsk_stack_node *)head;
 			return idx;
 		}
-		if (ret == RSK_ABORTED)
-			RSK_PERCPU_ABORTED();
+		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
+			break;
 	}
+	return rsk_stack_slow_(s, RSK_STACK_POP_ALL_, NULL, out);
 }
 
 /*
  * rsk_stack_pop_all_cpu - take the whole list of part `cpu` (any CPU's),
- * with plain loads and stores: only while no other thread operates on s.
- * Returns 0 (*out = top node), -ENOENT (empty; *out = NULL), -EINVAL (s
- * or out NULL, cpu outside [0, s->nr)).
+ * while that CPU's threads keep operating: the part's gate is closed and
+ * the CPU fenced meanwhile.  Returns 0 (*out = top node), -ENOENT (empty;
+ * *out = NULL), -EINVAL (s or out NULL, cpu outside [0, s->nr), or the
+ * fence failed).
  */
 int rsk_stack_pop_all_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node **out);
+
+/*
+ * rsk_stack_push_cpu - push node on part `cpu` (any CPU's), as safely as
+ * rsk_stack_pop_all_cpu(): with it, nodes move between CPUs.  Returns 0,
+ * -EINVAL (s or node NULL, cpu outside [0, s->nr), or the fence failed).
+ */
+int rsk_stack_push_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node *node);
 
 #ifdef __cplusplus
 }
