@@ -60,8 +60,18 @@
 #define RSK_ARCH_INSIDE 1
 #if defined(__x86_64__) || defined(__i386__)
 #include <rseqkit/arch/x86.h>
+#elif defined(__aarch64__)
+#include <rseqkit/arch/aarch64.h>
+#elif defined(__arm__)
+#include <rseqkit/arch/arm.h>
+#elif defined(__powerpc64__)
+#include <rseqkit/arch/ppc.h>
+#elif defined(__s390x__)
+#include <rseqkit/arch/s390.h>
+#elif defined(__riscv) && __riscv_xlen == 64
+#include <rseqkit/arch/riscv.h>
 #else
-#error "rseqkit: no restartable-sequence layer for this architecture (supported: x86_64, i386)"
+#error "rseqkit: no restartable-sequence layer for this architecture (supported: x86_64, i386, aarch64, arm (A32/T32, ARMv7+), ppc64 (LE and BE), s390x, riscv64)"
 #endif
 #undef RSK_ARCH_INSIDE
 
