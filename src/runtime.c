@@ -34,8 +34,11 @@ struct rsk_process rsk_process;
 
 /* Our own area, for a libc without one (musl, glibc < 2.35).  64 bytes at
  * 64-byte alignment holds every feature size and alignment kernels ask for
- * (7.x: 33 bytes, 64-aligned). */
+ * (7.x: 33 bytes, 64-aligned).  The head keeps the area off the thread
+ * pointer itself, where TLS variant I (riscv) would put it: offset 0 means
+ * "not initialised" to the fast paths. */
 struct own_area {
+	unsigned char head[64];
 	struct rsk_abi_area area;
 	unsigned char tail[32];
 } __attribute__((aligned(64)));
@@ -217,9 +220,7 @@ void rsk_init_once(void)
 	rsk_fast.cid_ok = p->owner != RSK_OWNER_NONE &&
 			  p->feature_size >= RSK_ABI_OFF_MM_CID + 4 &&
 			  p->registered_size >= RSK_ABI_OFF_MM_CID + 4;
-	/* Stored plus one: 0 stays "not initialised" even where an area
-	 * sits right at the thread pointer (TLS variant I, riscv). */
-	__atomic_store_n(&rsk_fast.area_offset, p->owner != RSK_OWNER_NONE ? offset + 1 : 0,
+	__atomic_store_n(&rsk_fast.area_offset, p->owner != RSK_OWNER_NONE ? offset : 0,
 			 __ATOMIC_RELEASE);
 	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);
 	errno = saved_errno;

@@ -59,9 +59,9 @@ struct rsk_status {
 /*
  * Process-wide values read by the inline fast paths.  Not part of the API:
  * use the functions below.  area_offset is the rseq area's offset from the
- * thread pointer plus one (areas are 32-byte aligned, so the low bit is
- * free), or 0 until the library is initialised and where rseq is
- * unavailable; cid_ok is nonzero when mm_cid is written by the kernel.
+ * thread pointer (never 0 for a real area), or 0 until the library is
+ * initialised and where rseq is unavailable; cid_ok is nonzero when mm_cid
+ * is written by the kernel.
  */
 struct rsk_fast {
 	ptrdiff_t area_offset;
@@ -136,8 +136,7 @@ static inline struct rsk_abi_area *rsk_area(void)
 
 	if (__builtin_expect(off == 0, 0))
 		return NULL;
-	/* The - 1 folds into the displacement of every field access. */
-	return (struct rsk_abi_area *)((char *)rsk_arch_thread_pointer() + (off - 1));
+	return (struct rsk_abi_area *)((char *)rsk_arch_thread_pointer() + off);
 }
 
 static inline int32_t rsk_area_cpu_id(const struct rsk_abi_area *area)
