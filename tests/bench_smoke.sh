@@ -1,0 +1,88 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# rseqkit-bench --quick runs and writes well-formed results: the CSV header
+# and columns, every op with every implementation (the fixed core ones and
+# whatever --list announces), positive numbers, JSON that parses.
+# Never asserts speed.
+BUILD=${BUILD:-build}
+BENCH=$BUILD/bin/rseqkit-bench
+n=0
+fails=0
+ok() { # ok COND-STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fails=$((fails + 1)); fi
+}
+
+if [ ! -x "$BENCH" ]; then
+	echo "1..0 # SKIP $BENCH not built"
+	exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# The pairs every build has; --list adds the data-structure rows.
+core="cpu-read,rseqkit cpu-read,thread-local cpu-read,getcpu
+counter-add,rseqkit counter-add,thread-local counter-add,atomic-shared
+counter-add,atomic-getcpu counter-add,mutex counter-add,spinlock"
+"$BENCH" --list >"$tmp/list" 2>&1
+listed=$?
+pairs=$(printf '%s\n' $core | cat - "$tmp/list" | sort -u)
+npairs=$(printf '%s\n' "$pairs" | wc -l)
+
+echo "1..$((npairs + 9))"
+ok $listed "--list works"
+
+"$BENCH" --quick --outdir "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
+rc=$?
+ok $rc "rseqkit-bench --quick exits 0 (got $rc)"
+[ $rc -eq 0 ] || sed 's/^/# /' "$tmp/stderr"
+csv=$tmp/out/results.csv
+json=$tmp/out/results.json
+
+[ "$(head -n 1 "$csv" 2>/dev/null)" = "op,impl,threads,ns_per_op,mops,spread_pct" ]
+ok $? "CSV header is op,impl,threads,ns_per_op,mops,spread_pct"
+
+awk -F, 'NR > 1 && NF != 6 { bad = 1 } END { exit bad || NR < 2 }' "$csv" 2>/dev/null
+ok $? "every CSV row has 6 columns"
+
+# threads a positive integer; ns_per_op, mops positive; spread >= 0.
+awk -F, 'NR > 1 {
+	if ($3 !~ /^[0-9]+$/ || $3 < 1) bad = 1
+	if ($4 !~ /^[0-9]+(\.[0-9]+)?$/ || $4 + 0 <= 0) bad = 1
+	if ($5 !~ /^[0-9]+(\.[0-9]+)?$/ || $5 + 0 <= 0) bad = 1
+	if ($6 !~ /^[0-9]+(\.[0-9]+)?$/) bad = 1
+	if (bad && !shown) { print "# bad row: " $0; shown = 1 }
+} END { exit bad }' "$csv" 2>/dev/null
+ok $? "every number parses and is positive"
+
+# Each pair at every thread count the run used (1, CPUs, 4 x CPUs).
+ncounts=$(awk -F, 'NR > 1 { print $3 }' "$csv" 2>/dev/null | sort -u | wc -l)
+[ "$ncounts" -ge 2 ]
+ok $? "several thread counts measured ($ncounts)"
+for p in $pairs; do
+	got=$(awk -F, -v p="$p" 'NR > 1 && $1 "," $2 == p' "$csv" 2>/dev/null | wc -l)
+	[ "$got" -eq "$ncounts" ]
+	ok $? "$p present at every thread count ($got of $ncounts)"
+done
+
+python3 - "$json" "$csv" <<'EOF'
+import csv, json, sys
+j = json.load(open(sys.argv[1]))
+m = j["machine"]
+for k in ("cpu_model", "cpus_online", "kernel", "libc", "rseq_owner"):
+    assert k in m, k
+rows = list(csv.DictReader(open(sys.argv[2])))
+assert len(j["results"]) == len(rows), (len(j["results"]), len(rows))
+for r in j["results"]:
+    assert r["ns_per_op"] > 0 and r["mops"] > 0 and r["spread_pct"] >= 0, r
+EOF
+ok $? "JSON parses, has the machine facts and the same rows as the CSV"
+
+grep -q "counter-add" "$tmp/stdout"
+ok $? "terminal table printed"
+
+"$BENCH" --no-such-option >/dev/null 2>&1
+[ $? -eq 2 ]
+ok $? "a bad option exits 2"
+
+[ $fails -eq 0 ]

@@ -1,0 +1,1923 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit-bench - every rseqkit operation beside what users would otherwise
+ * use, and beside the physical limit (the same work on thread-local data).
+ *
+ *   rseqkit-bench [--quick] [--ops LIST] [--threads LIST] [--pin|--no-pin]
+ *                 [--reps N] [--ms N] [--outdir DIR] [--csv FILE]
+ *                 [--json FILE] [--no-plots] [--list] [-h]
+ *
+ * Method (doc/BENCHMARKS.md has the long form):
+ *   - one row = (operation, implementation, thread count);
+ *   - a run starts the threads, releases them together, lets them loop for
+ *     a fixed time, and stops them with a flag read once per batch of
+ *     BATCH operations: the clock is read twice per thread per run, never
+ *     inside the measured loop;
+ *   - every implementation of an operation gets one untimed warm-up run,
+ *     then the repetitions go round-robin over the implementations, so that
+ *     frequency and noise drift hit them all alike;
+ *   - each row reports the median over its repetitions and the spread
+ *     (max - min) / median;
+ *   - after every run the result is checked (counter sums equal the
+ *     operations done, values read are possible CPU numbers, ...): a row
+ *     that fails its check is dropped with an error and the exit status
+ *     becomes 1.
+ *
+ * Adding a row: write a function doing `n` operations (and, if needed,
+ * setup/check/teardown) and add one line to impls[] below.  An operation
+ * gets its own table as soon as one of its rows is in impls[].
+ *
+ * Exit status: 0 all rows passed their checks, 1 a check failed or an
+ * output file could not be written, 2 bad usage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gnu/libc-version.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <rseqkit/rseqkit.h>
+
+/* Optional rivals from Concurrency Kit (header-only parts only, so no
+ * library to link).  Built without them when libck-dev is absent. */
+#if defined(__has_include) && !defined(BENCH_NO_CK) /* -DBENCH_NO_CK: build as without ck */
+#if __has_include(<ck_stack.h>) && __has_include(<ck_ring.h>) && __has_include(<ck_spinlock.h>)
+#define BENCH_HAVE_CK 1
+#include <ck_ring.h>
+#include <ck_spinlock.h>
+#include <ck_stack.h>
+#endif
+#endif
+
+#define BATCH_MAX (1u << 20) /* most operations between two reads of the stop flag */
+#define BATCH_NS 50000u	     /* grow batches until one lasts this long */
+#define CACHE_LINE 128	   /* a slot per CPU on its own pair of lines */
+#define MAX_IMPLS 64
+#define MAX_THREAD_COUNTS 16
+
+/* ------------------------------------------------------------------ */
+/* The harness                                                         */
+
+struct run;
+
+/* One worker thread of one run. */
+struct thr {
+	struct run *run;
+	int id;
+	int pin_cpu;	    /* -1: not pinned */
+	uint64_t ops;	    /* operations in the timed window */
+	uint64_t ops_all;   /* every operation, warm-up touch included */
+	uint64_t t0, t1;    /* the thread's timed window (CLOCK_MONOTONIC) */
+	int64_t acc;	    /* per-thread result the check reads */
+	intptr_t aux;	    /* per-thread value set by thread_init */
+	void *priv;	    /* per-thread state of the implementation */
+	pthread_t tid;
+} __attribute__((aligned(CACHE_LINE)));
+
+struct impl {
+	const char *op;	  /* operation: one table per op */
+	const char *name; /* "rseqkit", "thread-local", rivals */
+	/* Shared state for one run (fresh each run), or NULL for none. */
+	void *(*setup)(int nthreads);
+	/* Optional, runs in the worker before the start barrier. */
+	void (*thread_init)(void *shared, struct thr *t);
+	/* Do n operations: the measured code. */
+	void (*fn)(void *shared, struct thr *t, unsigned n);
+	/* Optional, runs in the worker after the timed window. */
+	void (*thread_fini)(void *shared, struct thr *t);
+	/* 0 if the run's result is right, else -1 with a message in err. */
+	int (*check)(void *shared, struct thr *t, int nthreads, char *err, size_t len);
+	void (*teardown)(void *shared);
+};
+
+struct run {
+	const struct impl *im;
+	void *shared;
+	int nthreads;
+	pthread_barrier_t start;
+	int stop;
+	struct thr *thr;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void pin_self(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void *worker(void *arg)
+{
+	struct thr *t = arg;
+	struct run *r = t->run;
+	const struct impl *im = r->im;
+
+	if (t->pin_cpu >= 0)
+		pin_self(t->pin_cpu);
+	if (im->thread_init)
+		im->thread_init(r->shared, t);
+	/* First touch outside the window: lazy registration, TLS, page
+	 * faults.  These operations count in the totals checked. */
+	im->fn(r->shared, t, 16);
+	t->ops_all += 16;
+	pthread_barrier_wait(&r->start);
+
+	/* Batches grow from 1 operation until one lasts BATCH_NS, so that a
+	 * slow operation (a lock convoy) cannot run far past the stop and a
+	 * fast one reads the clock once per BATCH_NS or more. */
+	uint64_t n = 0, t0 = now_ns(), t1 = t0;
+	unsigned batch = 1;
+	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
+		im->fn(r->shared, t, batch);
+		n += batch;
+		if (batch < BATCH_MAX) {
+			uint64_t now = now_ns();
+			if (now - t1 < BATCH_NS)
+				batch *= 2;
+			t1 = now;
+		}
+	}
+	t->t1 = now_ns();
+	t->t0 = t0;
+	t->ops = n;
+	t->ops_all += n;
+	if (im->thread_fini)
+		im->thread_fini(r->shared, t);
+	return NULL;
+}
+
+struct sample {
+	double ns_per_op; /* thread time per operation */
+	double mops;	  /* operations per microsecond, all threads */
+};
+
+/* One run of one implementation; -1 (message printed) if its check fails. */
+static int run_once(const struct impl *im, int nthreads, const int *pins,
+		    unsigned ms, struct sample *out)
+{
+	struct run r = {.im = im, .nthreads = nthreads};
+	char err[256] = "";
+	int rc = 0;
+
+	r.thr = aligned_alloc(CACHE_LINE, sizeof(*r.thr) * (size_t)nthreads);
+	if (!r.thr) {
+		perror("rseqkit-bench: malloc");
+		exit(1);
+	}
+	memset(r.thr, 0, sizeof(*r.thr) * (size_t)nthreads);
+	r.shared = im->setup ? im->setup(nthreads) : NULL;
+	pthread_barrier_init(&r.start, NULL, (unsigned)nthreads + 1);
+	for (int i = 0; i < nthreads; i++) {
+		r.thr[i].run = &r;
+		r.thr[i].id = i;
+		r.thr[i].pin_cpu = pins ? pins[i] : -1;
+		if (pthread_create(&r.thr[i].tid, NULL, worker, &r.thr[i])) {
+			fprintf(stderr, "rseqkit-bench: cannot create thread %d\n", i);
+			exit(1);
+		}
+	}
+	pthread_barrier_wait(&r.start);
+	struct timespec d = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&d, &d) && errno == EINTR)
+		;
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(r.thr[i].tid, NULL);
+	/* Wall time: first thread in to last thread out (the main thread may
+	 * wake late when the workers fill every CPU). */
+	uint64_t ops = 0, ns = 0, first = UINT64_MAX, last = 0;
+	for (int i = 0; i < nthreads; i++) {
+		ops += r.thr[i].ops;
+		ns += r.thr[i].t1 - r.thr[i].t0;
+		first = r.thr[i].t0 < first ? r.thr[i].t0 : first;
+		last = r.thr[i].t1 > last ? r.thr[i].t1 : last;
+	}
+	uint64_t wall = last - first;
+	if (im->check && im->check(r.shared, r.thr, nthreads, err, sizeof(err))) {
+		fprintf(stderr, "rseqkit-bench: %s/%s, %d threads: CHECK FAILED: %s\n",
+			im->op, im->name, nthreads, err);
+		rc = -1;
+	} else if (ops == 0) {
+		fprintf(stderr, "rseqkit-bench: %s/%s, %d threads: no operation done\n",
+			im->op, im->name, nthreads);
+		rc = -1;
+	}
+	if (im->teardown)
+		im->teardown(r.shared);
+	pthread_barrier_destroy(&r.start);
+	free(r.thr);
+	if (rc == 0) {
+		out->ns_per_op = (double)ns / (double)ops;
+		out->mops = (double)ops / ((double)wall / 1000.0);
+	}
+	return rc;
+}
+
+/* Total of every thread's operations, warm-up touches included. */
+static uint64_t ops_all(const struct thr *t, int n)
+{
+	uint64_t s = 0;
+
+	for (int i = 0; i < n; i++)
+		s += t[i].ops_all;
+	return s;
+}
+
+static int ncpus_possible; /* slots in per-CPU arrays */
+
+/* ------------------------------------------------------------------ */
+/* cpu-read: which CPU am I on?                                        */
+
+static __thread int tl_cpu; /* thread-local stand-in: one TLS load */
+
+static void cpu_read_init(void *sh, struct thr *t)
+{
+	(void)sh;
+	int c = t->pin_cpu >= 0 ? t->pin_cpu : sched_getcpu();
+	tl_cpu = c < 0 ? 0 : c;
+	t->aux = tl_cpu;
+}
+
+static void cpu_read_rseqkit(void *sh, struct thr *t, unsigned n)
+{
+	int64_t acc = 0;
+
+	(void)sh;
+	for (unsigned i = 0; i < n; i++)
+		acc += rsk_cpu();
+	t->acc += acc;
+}
+
+static void cpu_read_tl(void *sh, struct thr *t, unsigned n)
+{
+	int64_t acc = 0;
+
+	(void)sh;
+	/* volatile: one load per operation, as rsk_cpu() does. */
+	for (unsigned i = 0; i < n; i++)
+		acc += *(volatile int *)&tl_cpu;
+	t->acc += acc;
+}
+
+static void cpu_read_getcpu(void *sh, struct thr *t, unsigned n)
+{
+	int64_t acc = 0;
+
+	(void)sh;
+	for (unsigned i = 0; i < n; i++)
+		acc += sched_getcpu();
+	t->acc += acc;
+}
+
+/* The sum of the CPU numbers read: exact for a pinned thread (and for the
+ * thread-local value), within [0, ops * (cpus - 1)] otherwise. */
+static int cpu_read_check_common(struct thr *t, int n, bool exact_tl, char *err, size_t len)
+{
+	for (int i = 0; i < n; i++) {
+		int64_t ops = (int64_t)t[i].ops_all;
+		if (exact_tl || t[i].pin_cpu >= 0) {
+			int64_t want = ops * (exact_tl ? t[i].aux : t[i].pin_cpu);
+			if (t[i].acc != want) {
+				snprintf(err, len, "thread %d: sum of CPUs read %jd, expected %jd", i,
+					 (intmax_t)t[i].acc, (intmax_t)want);
+				return -1;
+			}
+		} else if (t[i].acc < 0 || t[i].acc > ops * (ncpus_possible - 1)) {
+			snprintf(err, len, "thread %d: sum of CPUs read %jd is outside [0, %jd]", i,
+				 (intmax_t)t[i].acc, (intmax_t)(ops * (ncpus_possible - 1)));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int cpu_read_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	(void)sh;
+	return cpu_read_check_common(t, n, false, err, len);
+}
+
+static int cpu_read_check_tl(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	(void)sh;
+	return cpu_read_check_common(t, n, true, err, len);
+}
+
+/* ------------------------------------------------------------------ */
+/* counter-add: count events from every thread                         */
+
+struct pcpu_slot {
+	intptr_t v;
+} __attribute__((aligned(CACHE_LINE)));
+
+struct counter_state {
+	struct pcpu_slot *slots; /* ncpus_possible of them */
+	struct pcpu_slot shared;
+	struct pcpu_slot fallback; /* rseq unusable in a thread: atomics */
+	pthread_mutex_t mutex __attribute__((aligned(CACHE_LINE)));
+	pthread_spinlock_t spin __attribute__((aligned(CACHE_LINE)));
+};
+
+static void counter_init(struct counter_state *s)
+{
+	size_t sz = sizeof(struct pcpu_slot) * (size_t)ncpus_possible;
+
+	if (!(s->slots = aligned_alloc(CACHE_LINE, sz))) {
+		perror("rseqkit-bench: malloc");
+		exit(1);
+	}
+	memset(s->slots, 0, sz);
+	s->shared.v = 0;
+	s->fallback.v = 0;
+	pthread_mutex_init(&s->mutex, NULL);
+	pthread_spin_init(&s->spin, PTHREAD_PROCESS_PRIVATE);
+}
+
+static void counter_fini(struct counter_state *s)
+{
+	pthread_mutex_destroy(&s->mutex);
+	pthread_spin_destroy(&s->spin);
+	free(s->slots);
+}
+
+static void *counter_setup(int nthreads)
+{
+	struct counter_state *s = aligned_alloc(CACHE_LINE, sizeof(*s));
+
+	(void)nthreads;
+	if (!s) {
+		perror("rseqkit-bench: malloc");
+		exit(1);
+	}
+	counter_init(s);
+	return s;
+}
+
+static void counter_teardown(void *sh)
+{
+	counter_fini(sh);
+	free(sh);
+}
+
+/* The usage pattern of <rseqkit/ops.h>. */
+static inline __attribute__((always_inline)) void
+counter_inc_rseqkit(struct counter_state *s)
+{
+	for (;;) {
+		int cpu = rsk_index(RSK_INDEX_CPU);
+		if (__builtin_expect(cpu < 0, 0)) {
+			__atomic_fetch_add(&s->fallback.v, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		if (__builtin_expect(rsk_add(RSK_INDEX_CPU, cpu, &s->slots[cpu].v, 1) == RSK_OK, 1))
+			return;
+	}
+}
+
+/* noinline: one self-contained loop to read in objdump -d. */
+static __attribute__((noinline)) void counter_add_rseqkit(void *sh, struct thr *t, unsigned n)
+{
+	struct counter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++)
+		counter_inc_rseqkit(s);
+}
+
+static __thread intptr_t tl_count;
+
+static __attribute__((noinline)) void counter_add_tl(void *sh, struct thr *t, unsigned n)
+{
+	(void)sh;
+	(void)t;
+	for (unsigned i = 0; i < n; i++) {
+		tl_count++;
+		/* One add to memory per operation (the compiler may neither
+		 * merge the increments nor keep the counter in a register),
+		 * and nothing more: no fence, no volatile re-load. */
+		__asm__ __volatile__("" ::: "memory");
+	}
+}
+
+static void counter_tl_fini(void *sh, struct thr *t)
+{
+	(void)sh;
+	t->acc = tl_count;
+}
+
+static void counter_add_atomic(void *sh, struct thr *t, unsigned n)
+{
+	struct counter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++)
+		__atomic_fetch_add(&s->shared.v, 1, __ATOMIC_RELAXED);
+}
+
+static void counter_add_getcpu(void *sh, struct thr *t, unsigned n)
+{
+	struct counter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++) {
+		int cpu = sched_getcpu();
+		if (__builtin_expect((unsigned)cpu >= (unsigned)ncpus_possible, 0))
+			cpu = 0;
+		__atomic_fetch_add(&s->slots[cpu].v, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static void counter_add_mutex(void *sh, struct thr *t, unsigned n)
+{
+	struct counter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++) {
+		pthread_mutex_lock(&s->mutex);
+		s->shared.v++;
+		pthread_mutex_unlock(&s->mutex);
+	}
+}
+
+static void counter_add_spin(void *sh, struct thr *t, unsigned n)
+{
+	struct counter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++) {
+		pthread_spin_lock(&s->spin);
+		s->shared.v++;
+		pthread_spin_unlock(&s->spin);
+	}
+}
+
+static int counter_expect(intptr_t got, struct thr *t, int n, char *err, size_t len)
+{
+	uint64_t want = ops_all(t, n);
+
+	/* Modulo the word: a 32-bit counter may wrap in a long run. */
+	if ((uintptr_t)got != (uintptr_t)want) {
+		snprintf(err, len, "counter total %jd, operations done %ju (lost %jd)",
+			 (intmax_t)got, (uintmax_t)want, (intmax_t)want - (intmax_t)got);
+		return -1;
+	}
+	return 0;
+}
+
+static int counter_check_slots(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct counter_state *s = sh;
+	intptr_t sum = s->fallback.v;
+
+	for (int c = 0; c < ncpus_possible; c++)
+		sum += s->slots[c].v;
+	return counter_expect(sum, t, n, err, len);
+}
+
+static int counter_check_shared(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	return counter_expect(((struct counter_state *)sh)->shared.v, t, n, err, len);
+}
+
+static int counter_check_tl(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	intptr_t sum = 0;
+
+	(void)sh;
+	for (int i = 0; i < n; i++)
+		sum += t[i].acc;
+	return counter_expect(sum, t, n, err, len);
+}
+
+/* ------------------------------------------------------------------ */
+/* Data structures: one operation = a pair (lock+unlock, push+pop).
+ *
+ *   operation  rseqkit row                   rivals
+ *   spinlock   rsk_spinlock lock+unlock      mutex, pthread-spin, ck (ck_spinlock)
+ *   stack      rsk_stack push+pop            mutex, ck (ck_stack CAS mpmc)
+ *   ptrbuf     rsk_ptrbuf push+pop           mutex (ck_ring mpmc: opt-in, see below)
+ *   copybuf16  rsk_copybuf push+pop 16 B     mutex (memcpy under the lock)
+ *   copybuf64  rsk_copybuf push+pop 64 B     mutex
+ *   pool       (no <rseqkit/pool.h> yet)     mutex freelist, malloc: add a
+ *              transfer row as below when it lands.
+ * Rows are compiled only when their header is there.
+ */
+#if defined(__has_include) && !defined(BENCH_CORE_ONLY) /* -DBENCH_CORE_ONLY: as without them */
+#if __has_include(<rseqkit/spinlock.h>)
+#include <rseqkit/spinlock.h>
+#define BENCH_HAVE_RSK_SPINLOCK 1
+#endif
+#if __has_include(<rseqkit/stack.h>)
+#include <rseqkit/stack.h>
+#define BENCH_HAVE_RSK_STACK 1
+#endif
+#if __has_include(<rseqkit/ptrbuf.h>)
+#include <rseqkit/ptrbuf.h>
+#define BENCH_HAVE_RSK_PTRBUF 1
+#endif
+#if __has_include(<rseqkit/copybuf.h>)
+#include <rseqkit/copybuf.h>
+#define BENCH_HAVE_RSK_COPYBUF 1
+#endif
+#if __has_include(<rseqkit/counter.h>)
+#include <rseqkit/counter.h>
+#define BENCH_HAVE_RSK_COUNTER 1
+#endif
+#endif
+
+static __attribute__((unused)) void die_on(int err, const char *what)
+{
+	if (err < 0) {
+		fprintf(stderr, "rseqkit-bench: %s: %s\n", what, strerror(-err));
+		exit(1);
+	}
+}
+
+#ifdef BENCH_HAVE_RSK_COUNTER
+/* counter-add through the library's counter object. */
+static void *rcounter_setup(int nthreads)
+{
+	struct rsk_counter *c;
+
+	(void)nthreads;
+	die_on(rsk_counter_create(&c, RSK_INDEX_CPU), "rsk_counter_create");
+	return c;
+}
+
+static void rcounter_add(void *sh, struct thr *t, unsigned n)
+{
+	(void)t;
+	for (unsigned i = 0; i < n; i++)
+		rsk_counter_add(sh, 1);
+}
+
+static int rcounter_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	intptr_t sum = 0;
+
+	rsk_counter_sum(sh, &sum);
+	return counter_expect(sum, t, n, err, len);
+}
+
+static void rcounter_teardown(void *sh)
+{
+	rsk_counter_destroy(sh);
+}
+#endif
+
+/* spinlock: lock, add 1 to a plain counter the lock guards, unlock.  The
+ * counter total proves mutual exclusion. */
+struct lock_state {
+	struct counter_state c; /* shared counter, mutex, pthread spinlock */
+#ifdef BENCH_HAVE_CK
+	ck_spinlock_t ck __attribute__((aligned(CACHE_LINE)));
+#endif
+#ifdef BENCH_HAVE_RSK_SPINLOCK
+	struct rsk_spinlock *rl;
+#endif
+};
+
+static void *lock_setup(int nthreads)
+{
+	struct lock_state *s = aligned_alloc(CACHE_LINE, sizeof(*s));
+
+	(void)nthreads;
+	if (!s)
+		exit(1);
+	memset(s, 0, sizeof(*s));
+	counter_init(&s->c);
+#ifdef BENCH_HAVE_CK
+	ck_spinlock_init(&s->ck);
+#endif
+#ifdef BENCH_HAVE_RSK_SPINLOCK
+	die_on(rsk_spinlock_create(&s->rl, RSK_INDEX_CPU), "rsk_spinlock_create");
+#endif
+	return s;
+}
+
+static void lock_teardown(void *sh)
+{
+	struct lock_state *s = sh;
+
+#ifdef BENCH_HAVE_RSK_SPINLOCK
+	rsk_spinlock_destroy(s->rl);
+#endif
+	counter_fini(&s->c);
+	free(s);
+}
+
+#ifdef BENCH_HAVE_RSK_SPINLOCK
+static void lock_rseqkit(void *sh, struct thr *t, unsigned n)
+{
+	struct lock_state *s = sh;
+
+	for (unsigned i = 0; i < n; i++) {
+		int idx = rsk_spinlock_lock(s->rl);
+		if (__builtin_expect(idx < 0 || idx >= ncpus_possible, 0)) {
+			t->aux = idx < 0 ? idx : -ERANGE; /* the check reports it */
+			return;
+		}
+		s->c.slots[idx].v++;
+		rsk_spinlock_unlock(s->rl, idx);
+	}
+}
+#endif
+
+static void lock_mutex(void *sh, struct thr *t, unsigned n)
+{
+	counter_add_mutex(&((struct lock_state *)sh)->c, t, n);
+}
+
+static void lock_pspin(void *sh, struct thr *t, unsigned n)
+{
+	counter_add_spin(&((struct lock_state *)sh)->c, t, n);
+}
+
+#ifdef BENCH_HAVE_CK
+static void lock_ck(void *sh, struct thr *t, unsigned n)
+{
+	struct lock_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++) {
+		ck_spinlock_lock(&s->ck);
+		s->c.shared.v++;
+		ck_spinlock_unlock(&s->ck);
+	}
+}
+#endif
+
+static __attribute__((unused)) int lock_check_slots(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	for (int i = 0; i < n; i++)
+		if (t[i].aux < 0) {
+			snprintf(err, len, "thread %d: lock failed: %s", i, strerror((int)-t[i].aux));
+			return -1;
+		}
+	return counter_check_slots(&((struct lock_state *)sh)->c, t, n, err, len);
+}
+
+static int lock_check_shared(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	return counter_check_shared(&((struct lock_state *)sh)->c, t, n, err, len);
+}
+
+/*
+ * Transfers (stack, ptrbuf, copybuf): every thread starts with HAND items,
+ * each with a unique id; one operation pushes an item from its hand (if
+ * any) and pops one into it (if the structure gives one: the per-CPU parts
+ * answer for the current CPU only, so after a migration a pop may find the
+ * part empty and a thread may pop another thread's item).  The check:
+ * every id is found exactly once in the hands plus what is left in the
+ * structure, and no copied item came back torn.
+ */
+#define HAND 4
+#define MAX_WORDS 8 /* 64-byte items */
+
+struct hand {
+	intptr_t id[HAND];
+	int n;
+} __attribute__((aligned(CACHE_LINE)));
+
+struct snode { /* a stack node: every stack's link, and the id */
+#ifdef BENCH_HAVE_RSK_STACK
+	struct rsk_stack_node rn;
+#endif
+#ifdef BENCH_HAVE_CK
+	ck_stack_entry_t ce;
+#endif
+	intptr_t id;
+};
+
+struct xfer_state {
+	int nids;
+	size_t words; /* copy rows: words per item; else 1 */
+	struct hand *hands;
+	struct snode *nodes;
+	unsigned char *seen;
+	int torn;
+	/* mutex rival: a LIFO array of values under a lock */
+	pthread_mutex_t mu __attribute__((aligned(CACHE_LINE)));
+	intptr_t *mbuf;
+	int mcount;
+#ifdef BENCH_HAVE_RSK_STACK
+	struct rsk_stack *rs;
+#endif
+#ifdef BENCH_HAVE_RSK_PTRBUF
+	struct rsk_ptrbuf *rp;
+#endif
+#ifdef BENCH_HAVE_RSK_COPYBUF
+	struct rsk_copybuf *rc;
+#endif
+#ifdef BENCH_HAVE_CK
+	ck_stack_t cks __attribute__((aligned(CACHE_LINE)));
+	ck_ring_t ring __attribute__((aligned(CACHE_LINE)));
+	ck_ring_buffer_t *ringbuf;
+#endif
+};
+
+static struct xfer_state *xfer_setup(int nthreads, size_t words)
+{
+	struct xfer_state *s = aligned_alloc(CACHE_LINE, sizeof(*s));
+	int nids = nthreads * HAND;
+
+	if (!s)
+		exit(1);
+	memset(s, 0, sizeof(*s));
+	s->nids = nids;
+	s->words = words;
+	s->hands = aligned_alloc(CACHE_LINE, sizeof(*s->hands) * (size_t)nthreads);
+	s->nodes = calloc((size_t)nids, sizeof(*s->nodes));
+	s->seen = calloc((size_t)nids, 1);
+	s->mbuf = calloc((size_t)nids * words, sizeof(intptr_t));
+	if (!s->hands || !s->nodes || !s->seen || !s->mbuf)
+		exit(1);
+	for (int i = 0; i < nthreads; i++) {
+		for (int k = 0; k < HAND; k++)
+			s->hands[i].id[k] = i * HAND + k;
+		s->hands[i].n = HAND;
+	}
+	for (int i = 0; i < nids; i++)
+		s->nodes[i].id = i;
+	pthread_mutex_init(&s->mu, NULL);
+#ifdef BENCH_HAVE_CK
+	unsigned rsz = 2;
+	while (rsz <= (unsigned)nids)
+		rsz *= 2;
+	s->ringbuf = calloc(rsz, sizeof(*s->ringbuf));
+	ck_ring_init(&s->ring, rsz);
+	ck_stack_init(&s->cks);
+#endif
+	return s;
+}
+
+static void *xfer_setup1(int nthreads)
+{
+	return xfer_setup(nthreads, 1);
+}
+static void *xfer_setup2(int nthreads)
+{
+	return xfer_setup(nthreads, 2);
+}
+static void *xfer_setup8(int nthreads)
+{
+	return xfer_setup(nthreads, 8);
+}
+
+static void xfer_teardown(void *sh)
+{
+	struct xfer_state *s = sh;
+
+#ifdef BENCH_HAVE_RSK_STACK
+	if (s->rs)
+		rsk_stack_destroy(s->rs);
+#endif
+#ifdef BENCH_HAVE_RSK_PTRBUF
+	if (s->rp)
+		rsk_ptrbuf_destroy(s->rp);
+#endif
+#ifdef BENCH_HAVE_RSK_COPYBUF
+	if (s->rc)
+		rsk_copybuf_destroy(s->rc);
+#endif
+#ifdef BENCH_HAVE_CK
+	free(s->ringbuf);
+#endif
+	pthread_mutex_destroy(&s->mu);
+	free(s->hands);
+	free(s->nodes);
+	free(s->seen);
+	free(s->mbuf);
+	free(s);
+}
+
+/* One push+pop against the hand; PUSH(id) and POP(&id) yield 0 on
+ * success.  The items of copy rows are `words` copies of their id. */
+#define XFER_LOOP(s, t, n, PUSH, POP)                                          \
+	do {                                                                   \
+		struct hand *h_ = &(s)->hands[(t)->id];                        \
+		for (unsigned i_ = 0; i_ < (n); i_++) {                        \
+			intptr_t id_;                                          \
+			if (h_->n > 0) {                                       \
+				id_ = h_->id[h_->n - 1];                       \
+				if (PUSH(id_) == 0)                            \
+					h_->n--;                               \
+			}                                                      \
+			if (POP(&id_) == 0)                                    \
+				h_->id[h_->n++] = id_;                         \
+		}                                                              \
+	} while (0)
+
+/* Mark an id found; 0 if it is valid and was not found before. */
+static int xfer_seen(struct xfer_state *s, intptr_t id)
+{
+	if (id < 0 || id >= s->nids || s->seen[id]++)
+		return -1;
+	return 0;
+}
+
+static int xfer_finish(struct xfer_state *s, struct thr *t, int n, int dup, char *err, size_t len)
+{
+	for (int i = 0; i < n; i++) {
+		if (t[i].aux < 0) {
+			snprintf(err, len, "thread %d: operation failed: %s", i,
+				 strerror((int)-t[i].aux));
+			return -1;
+		}
+		for (int k = 0; k < s->hands[i].n; k++)
+			dup |= xfer_seen(s, s->hands[i].id[k]);
+	}
+	int missing = 0;
+	for (int i = 0; i < s->nids; i++)
+		missing += !s->seen[i];
+	if (dup || missing || s->torn) {
+		snprintf(err, len, "items: %d missing, %s duplicated or invalid, %d torn copies",
+			 missing, dup ? "some" : "none", s->torn);
+		return -1;
+	}
+	return 0;
+}
+
+/* The mutex rival of all three: a LIFO of `words`-word values. */
+static inline int mx_push(struct xfer_state *s, const intptr_t *v)
+{
+	pthread_mutex_lock(&s->mu);
+	memcpy(&s->mbuf[(size_t)s->mcount * s->words], v, s->words * sizeof(intptr_t));
+	s->mcount++;
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+static inline int mx_pop(struct xfer_state *s, intptr_t *v)
+{
+	int r = -1;
+
+	pthread_mutex_lock(&s->mu);
+	if (s->mcount > 0) {
+		s->mcount--;
+		memcpy(v, &s->mbuf[(size_t)s->mcount * s->words], s->words * sizeof(intptr_t));
+		r = 0;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
+static int mx_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct xfer_state *s = sh;
+	int dup = 0;
+
+	for (int i = 0; i < s->mcount; i++) {
+		intptr_t *v = &s->mbuf[(size_t)i * s->words];
+		for (size_t w = 1; w < s->words; w++)
+			s->torn += v[w] != v[0];
+		dup |= xfer_seen(s, v[0]);
+	}
+	return xfer_finish(s, t, n, dup, err, len);
+}
+
+/* Fill an item with its id, check one that came back. */
+#define ITEM_FILL(v, words, id)                                                \
+	for (size_t w_ = 0; w_ < (words); w_++)                                \
+	(v)[w_] = (id)
+#define ITEM_TORN(v, words)                                                    \
+	({                                                                     \
+		int t_ = 0;                                                    \
+		for (size_t w_ = 1; w_ < (words); w_++)                        \
+			t_ |= (v)[w_] != (v)[0];                               \
+		t_;                                                            \
+	})
+
+static void xfer_mutex_ptr(void *sh, struct thr *t, unsigned n)
+{
+	struct xfer_state *s = sh;
+#define MX_PUSH1(id) mx_push(s, &(id))
+#define MX_POP1(p) mx_pop(s, (p))
+	XFER_LOOP(s, t, n, MX_PUSH1, MX_POP1);
+}
+
+#define COPY_FNS(W)                                                            \
+	static void xfer_mutex_copy##W(void *sh, struct thr *t, unsigned n)    \
+	{                                                                      \
+		struct xfer_state *s = sh;                                     \
+		intptr_t v_[W];                                                \
+		int torn_ = 0;                                                 \
+		XFER_LOOP(s, t, n, MXC_PUSH##W, MXC_POP##W);                   \
+		if (torn_)                                                     \
+			__atomic_fetch_add(&s->torn, torn_, __ATOMIC_RELAXED); \
+	}
+#define MXC_PUSH2(id) ({ ITEM_FILL(v_, 2, id); mx_push(s, v_); })
+#define MXC_POP2(p) ({ int r_ = mx_pop(s, v_); torn_ |= ITEM_TORN(v_, 2); *(p) = v_[0]; r_; })
+#define MXC_PUSH8(id) ({ ITEM_FILL(v_, 8, id); mx_push(s, v_); })
+#define MXC_POP8(p) ({ int r_ = mx_pop(s, v_); torn_ |= ITEM_TORN(v_, 8); *(p) = v_[0]; r_; })
+COPY_FNS(2)
+COPY_FNS(8)
+
+#ifdef BENCH_HAVE_RSK_STACK
+static void *rstack_setup(int nthreads)
+{
+	struct xfer_state *s = xfer_setup(nthreads, 1);
+	die_on(rsk_stack_create(&s->rs, RSK_INDEX_CPU), "rsk_stack_create");
+	return s;
+}
+
+static inline int rstack_push(struct xfer_state *s, intptr_t id, struct thr *t)
+{
+	int r = rsk_stack_push(s->rs, &s->nodes[id].rn);
+	if (__builtin_expect(r < 0, 0))
+		t->aux = r;
+	return r < 0 ? -1 : 0;
+}
+
+static inline int rstack_pop(struct xfer_state *s, intptr_t *id, struct thr *t)
+{
+	struct rsk_stack_node *nd;
+	int r = rsk_stack_pop(s->rs, &nd);
+
+	if (r < 0) {
+		if (r != -ENOENT)
+			t->aux = r;
+		return -1;
+	}
+	*id = ((struct snode *)(void *)((char *)nd - offsetof(struct snode, rn)))->id;
+	return 0;
+}
+
+static void xfer_rstack(void *sh, struct thr *t, unsigned n)
+{
+	struct xfer_state *s = sh;
+#define RS_PUSH(id) rstack_push(s, id, t)
+#define RS_POP(p) rstack_pop(s, p, t)
+	XFER_LOOP(s, t, n, RS_PUSH, RS_POP);
+}
+
+static int rstack_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct xfer_state *s = sh;
+	int dup = 0;
+
+	for (int c = 0; c < s->rs->nr; c++) {
+		struct rsk_stack_node *nd;
+		if (rsk_stack_pop_all_cpu(s->rs, c, &nd) < 0)
+			continue;
+		for (; nd; nd = nd->next)
+			dup |= xfer_seen(s, ((struct snode *)(void *)((char *)nd -
+						offsetof(struct snode, rn)))->id);
+	}
+	return xfer_finish(s, t, n, dup, err, len);
+}
+#endif
+
+#ifdef BENCH_HAVE_RSK_PTRBUF
+static void *rptr_setup(int nthreads)
+{
+	struct xfer_state *s = xfer_setup(nthreads, 1);
+	die_on(rsk_ptrbuf_create(&s->rp, RSK_INDEX_CPU, s->nids, 0), "rsk_ptrbuf_create");
+	return s;
+}
+
+static void xfer_rptr(void *sh, struct thr *t, unsigned n)
+{
+	struct xfer_state *s = sh;
+#define RP_PUSH(id) ({ int r_ = rsk_ptrbuf_push(s->rp, &s->nodes[id]); \
+	if (r_ < 0 && r_ != -ENOSPC) { t->aux = r_; } r_ < 0 ? -1 : 0; })
+#define RP_POP(p) ({ void *o_; int r_ = rsk_ptrbuf_pop(s->rp, &o_); \
+	if (r_ < 0 && r_ != -ENOENT) { t->aux = r_; } \
+	if (r_ >= 0) { *(p) = ((struct snode *)o_)->id; } r_ < 0 ? -1 : 0; })
+	XFER_LOOP(s, t, n, RP_PUSH, RP_POP);
+}
+
+static int rptr_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct xfer_state *s = sh;
+	int dup = 0;
+	void *o;
+
+	for (int c = 0; c < s->rp->nr; c++)
+		while (rsk_ptrbuf_pop_cpu(s->rp, c, &o) == 0)
+			dup |= xfer_seen(s, ((struct snode *)o)->id);
+	return xfer_finish(s, t, n, dup, err, len);
+}
+#endif
+
+#ifdef BENCH_HAVE_RSK_COPYBUF
+static void *rcopy_setup(int nthreads, size_t words)
+{
+	struct xfer_state *s = xfer_setup(nthreads, words);
+	die_on(rsk_copybuf_create(&s->rc, RSK_INDEX_CPU, words * sizeof(intptr_t), s->nids, 0),
+	       "rsk_copybuf_create");
+	return s;
+}
+static void *rcopy_setup2(int nthreads)
+{
+	return rcopy_setup(nthreads, 2);
+}
+static void *rcopy_setup8(int nthreads)
+{
+	return rcopy_setup(nthreads, 8);
+}
+
+#define RCOPY_FN(W)                                                            \
+	static void xfer_rcopy##W(void *sh, struct thr *t, unsigned n)         \
+	{                                                                      \
+		struct xfer_state *s = sh;                                     \
+		intptr_t v_[W];                                                \
+		int torn_ = 0;                                                 \
+		XFER_LOOP(s, t, n, RC_PUSH##W, RC_POP##W);                     \
+		if (torn_)                                                     \
+			__atomic_fetch_add(&s->torn, torn_, __ATOMIC_RELAXED); \
+	}
+#define RC_PUSH(W, id) ({ ITEM_FILL(v_, W, id); int r_ = rsk_copybuf_push(s->rc, v_); \
+	if (r_ < 0 && r_ != -ENOSPC) { t->aux = r_; } r_ < 0 ? -1 : 0; })
+#define RC_POP(W, p) ({ int r_ = rsk_copybuf_pop(s->rc, v_); \
+	if (r_ < 0 && r_ != -ENOENT) { t->aux = r_; } \
+	if (r_ >= 0) { torn_ |= ITEM_TORN(v_, W); *(p) = v_[0]; } r_ < 0 ? -1 : 0; })
+#define RC_PUSH2(id) RC_PUSH(2, id)
+#define RC_POP2(p) RC_POP(2, p)
+#define RC_PUSH8(id) RC_PUSH(8, id)
+#define RC_POP8(p) RC_POP(8, p)
+RCOPY_FN(2)
+RCOPY_FN(8)
+
+static int rcopy_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct xfer_state *s = sh;
+	intptr_t v[MAX_WORDS];
+	int dup = 0;
+
+	for (int c = 0; c < s->rc->nr; c++)
+		while (rsk_copybuf_pop_cpu(s->rc, c, v) == 0) {
+			s->torn += ITEM_TORN(v, s->words);
+			dup |= xfer_seen(s, v[0]);
+		}
+	return xfer_finish(s, t, n, dup, err, len);
+}
+#endif
+
+#ifdef BENCH_HAVE_CK
+#ifdef CK_F_STACK_POP_MPMC
+static void xfer_ckstack(void *sh, struct thr *t, unsigned n)
+{
+	struct xfer_state *s = sh;
+#define CKS_PUSH(id) (ck_stack_push_mpmc(&s->cks, &s->nodes[id].ce), 0)
+#define CKS_POP(p) ({ ck_stack_entry_t *e_ = ck_stack_pop_mpmc(&s->cks); \
+	if (e_) { *(p) = ((struct snode *)(void *)((char *)e_ - offsetof(struct snode, ce)))->id; } \
+	e_ ? 0 : -1; })
+	XFER_LOOP(s, t, n, CKS_PUSH, CKS_POP);
+}
+
+static int ckstack_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct xfer_state *s = sh;
+	ck_stack_entry_t *e;
+	int dup = 0;
+
+	while ((e = ck_stack_pop_upmc(&s->cks)) != NULL)
+		dup |= xfer_seen(s, ((struct snode *)(void *)((char *)e -
+					offsetof(struct snode, ce)))->id);
+	return xfer_finish(s, t, n, dup, err, len);
+}
+#endif
+
+static __attribute__((unused)) void xfer_ckring(void *sh, struct thr *t, unsigned n)
+{
+	struct xfer_state *s = sh;
+#define CKR_PUSH(id) (ck_ring_enqueue_mpmc(&s->ring, s->ringbuf, &s->nodes[id]) ? 0 : -1)
+#define CKR_POP(p) ({ void *o_; bool k_ = ck_ring_dequeue_mpmc(&s->ring, s->ringbuf, &o_); \
+	if (k_) { *(p) = ((struct snode *)o_)->id; } k_ ? 0 : -1; })
+	XFER_LOOP(s, t, n, CKR_PUSH, CKR_POP);
+}
+
+static __attribute__((unused)) int ckring_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct xfer_state *s = sh;
+	void *o;
+	int dup = 0;
+
+	while (ck_ring_dequeue_mpmc(&s->ring, s->ringbuf, &o))
+		dup |= xfer_seen(s, ((struct snode *)o)->id);
+	return xfer_finish(s, t, n, dup, err, len);
+}
+#endif
+
+/* ------------------------------------------------------------------ */
+/* The table                                                           */
+
+#define COUNTER(name, fn, check) \
+	{"counter-add", name, counter_setup, NULL, fn, NULL, check, counter_teardown}
+
+static const struct impl impls[] = {
+	{"cpu-read", "rseqkit", NULL, cpu_read_init, cpu_read_rseqkit, NULL, cpu_read_check, NULL},
+	{"cpu-read", "thread-local", NULL, cpu_read_init, cpu_read_tl, NULL, cpu_read_check_tl, NULL},
+	{"cpu-read", "getcpu", NULL, cpu_read_init, cpu_read_getcpu, NULL, cpu_read_check, NULL},
+
+	COUNTER("rseqkit", counter_add_rseqkit, counter_check_slots),
+#ifdef BENCH_HAVE_RSK_COUNTER
+	{"counter-add", "rseqkit-counter", rcounter_setup, NULL, rcounter_add, NULL, rcounter_check,
+	 rcounter_teardown},
+#endif
+	{"counter-add", "thread-local", counter_setup, NULL, counter_add_tl, counter_tl_fini,
+	 counter_check_tl, counter_teardown},
+	COUNTER("atomic-shared", counter_add_atomic, counter_check_shared),
+	COUNTER("atomic-getcpu", counter_add_getcpu, counter_check_slots),
+	COUNTER("mutex", counter_add_mutex, counter_check_shared),
+	COUNTER("spinlock", counter_add_spin, counter_check_shared),
+
+	/* Data structures (see the plan above); a new row is one line. */
+#ifdef BENCH_HAVE_RSK_SPINLOCK
+	{"spinlock", "rseqkit", lock_setup, NULL, lock_rseqkit, NULL, lock_check_slots, lock_teardown},
+#endif
+	{"spinlock", "mutex", lock_setup, NULL, lock_mutex, NULL, lock_check_shared, lock_teardown},
+	{"spinlock", "pthread-spin", lock_setup, NULL, lock_pspin, NULL, lock_check_shared, lock_teardown},
+#ifdef BENCH_HAVE_CK
+	{"spinlock", "ck", lock_setup, NULL, lock_ck, NULL, lock_check_shared, lock_teardown},
+#endif
+
+#ifdef BENCH_HAVE_RSK_STACK
+	{"stack", "rseqkit", rstack_setup, NULL, xfer_rstack, NULL, rstack_check, xfer_teardown},
+#endif
+	{"stack", "mutex", xfer_setup1, NULL, xfer_mutex_ptr, NULL, mx_check, xfer_teardown},
+#if defined(BENCH_HAVE_CK) && defined(CK_F_STACK_POP_MPMC)
+	{"stack", "ck", xfer_setup1, NULL, xfer_ckstack, NULL, ckstack_check, xfer_teardown},
+#endif
+
+#ifdef BENCH_HAVE_RSK_PTRBUF
+	{"ptrbuf", "rseqkit", rptr_setup, NULL, xfer_rptr, NULL, rptr_check, xfer_teardown},
+#endif
+	{"ptrbuf", "mutex", xfer_setup1, NULL, xfer_mutex_ptr, NULL, mx_check, xfer_teardown},
+#if defined(BENCH_HAVE_CK) && defined(BENCH_CK_RING)
+	/* Opt-in (-DBENCH_CK_RING): with 8 threads on 2 busy CPUs, four
+	 * threads were seen spinning for minutes in ck_ring_enqueue_mpmc()
+	 * (waiting for p_tail to reach their reservation; libck 0.7.1). */
+	{"ptrbuf", "ck", xfer_setup1, NULL, xfer_ckring, NULL, ckring_check, xfer_teardown},
+#endif
+
+#ifdef BENCH_HAVE_RSK_COPYBUF
+	{"copybuf16", "rseqkit", rcopy_setup2, NULL, xfer_rcopy2, NULL, rcopy_check, xfer_teardown},
+#endif
+	{"copybuf16", "mutex", xfer_setup2, NULL, xfer_mutex_copy2, NULL, mx_check, xfer_teardown},
+#ifdef BENCH_HAVE_RSK_COPYBUF
+	{"copybuf64", "rseqkit", rcopy_setup8, NULL, xfer_rcopy8, NULL, rcopy_check, xfer_teardown},
+#endif
+	{"copybuf64", "mutex", xfer_setup8, NULL, xfer_mutex_copy8, NULL, mx_check, xfer_teardown},
+
+	/* pool: alloc+free rows (rseqkit, mutex freelist, malloc) go here
+	 * when <rseqkit/pool.h> lands. */
+};
+#define NIMPLS (sizeof(impls) / sizeof(impls[0]))
+
+/* ------------------------------------------------------------------ */
+/* Results                                                             */
+
+struct row {
+	const struct impl *im;
+	int threads;
+	bool pinned;
+	bool failed;
+	int nsamples;
+	struct sample *s;
+	double ns_per_op, mops, spread_pct; /* medians and spread */
+	double x_tl, x_alt;		    /* ratios; 0 when there is none */
+};
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void summarise(struct row *r)
+{
+	double v[r->nsamples > 0 ? r->nsamples : 1];
+
+	for (int i = 0; i < r->nsamples; i++)
+		v[i] = r->s[i].ns_per_op;
+	r->ns_per_op = median(v, r->nsamples);
+	r->spread_pct = (v[r->nsamples - 1] - v[0]) / r->ns_per_op * 100.0;
+	for (int i = 0; i < r->nsamples; i++)
+		v[i] = r->s[i].mops;
+	r->mops = median(v, r->nsamples);
+}
+
+/* Rivals: neither an rseqkit row ("rseqkit", "rseqkit-...") nor the limit. */
+static bool is_alternative(const struct impl *im)
+{
+	return strncmp(im->name, "rseqkit", 7) != 0 && strcmp(im->name, "thread-local") != 0;
+}
+
+/* Ratios within each (op, threads) group. */
+static void ratios(struct row *rows, int nrows)
+{
+	for (int i = 0; i < nrows; i++) {
+		struct row *r = &rows[i];
+		double tl = 0, alt = 0;
+		if (r->failed)
+			continue;
+		for (int j = 0; j < nrows; j++) {
+			struct row *o = &rows[j];
+			if (o->failed || o->threads != r->threads || strcmp(o->im->op, r->im->op))
+				continue;
+			if (strcmp(o->im->name, "thread-local") == 0)
+				tl = o->ns_per_op;
+			else if (is_alternative(o->im) && (alt == 0 || o->ns_per_op < alt))
+				alt = o->ns_per_op;
+		}
+		r->x_tl = tl > 0 ? r->ns_per_op / tl : 0;
+		r->x_alt = alt > 0 ? r->ns_per_op / alt : 0;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Machine facts                                                       */
+
+static char cpu_model[256] = "unknown";
+static struct utsname uts;
+static struct rsk_status rst;
+static int ncpus_online;
+
+static void machine_facts(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[512];
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "model name", 10) == 0) {
+			char *p = strchr(line, ':');
+			if (p) {
+				p++;
+				while (*p == ' ' || *p == '\t')
+					p++;
+				p[strcspn(p, "\n")] = 0;
+				snprintf(cpu_model, sizeof(cpu_model), "%s", p);
+			}
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	uname(&uts);
+	rsk_status(&rst);
+	ncpus_online = (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+/* ------------------------------------------------------------------ */
+/* Output                                                              */
+
+static const char *opnote(const char *op)
+{
+	if (!strcmp(op, "cpu-read"))
+		return "read the current CPU number";
+	if (!strcmp(op, "counter-add"))
+		return "add 1 to a counter shared by all threads";
+	if (!strcmp(op, "spinlock"))
+		return "lock, add 1 to the guarded counter, unlock";
+	if (!strcmp(op, "stack"))
+		return "push one node, pop one node";
+	if (!strcmp(op, "ptrbuf"))
+		return "push one pointer, pop one pointer";
+	if (!strcmp(op, "copybuf16"))
+		return "push a 16-byte item by copy, pop one";
+	if (!strcmp(op, "copybuf64"))
+		return "push a 64-byte item by copy, pop one";
+	return "";
+}
+
+static void print_table(const char *op, struct row *rows, int nrows)
+{
+	printf("\n%s: %s\n", op, opnote(op));
+	printf("  %-7s %-8s %-14s %9s %8s %10s %8s %8s\n", "threads", "cpus", "impl", "ns/op",
+	       "spread%", "Mops/s", "x tl", "x best");
+	int last = -1;
+	for (int i = 0; i < nrows; i++) {
+		struct row *r = &rows[i];
+		if (strcmp(r->im->op, op))
+			continue;
+		if (last != -1 && r->threads != last)
+			printf("\n");
+		last = r->threads;
+		if (r->failed) {
+			printf("  %-7d %-8s %-14s   FAILED (see the error above)\n", r->threads,
+			       r->pinned ? "pinned" : "unpinned", r->im->name);
+			continue;
+		}
+		char xtl[16] = "-", xalt[16] = "-";
+		if (r->x_tl > 0)
+			snprintf(xtl, sizeof(xtl), "%.2f", r->x_tl);
+		if (r->x_alt > 0)
+			snprintf(xalt, sizeof(xalt), "%.2f", r->x_alt);
+		printf("  %-7d %-8s %-14s %9.3f %8.1f %10.1f %8s %8s\n", r->threads,
+		       r->pinned ? "pinned" : "unpinned", r->im->name, r->ns_per_op, r->spread_pct,
+		       r->mops, xtl, xalt);
+	}
+}
+
+static int write_csv(const char *path, struct row *rows, int nrows)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		fprintf(stderr, "rseqkit-bench: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "op,impl,threads,ns_per_op,mops,spread_pct\n");
+	for (int i = 0; i < nrows; i++) {
+		struct row *r = &rows[i];
+		if (!r->failed)
+			fprintf(f, "%s,%s,%d,%.4f,%.3f,%.2f\n", r->im->op, r->im->name, r->threads,
+				r->ns_per_op, r->mops, r->spread_pct);
+	}
+	return fclose(f) ? -1 : 0;
+}
+
+struct config {
+	int reps;
+	unsigned ms, warm_ms;
+	bool quick;
+	int pin_mode; /* 0: only 1-thread runs, 1: all, -1: none */
+};
+
+static int write_json(const char *path, struct row *rows, int nrows, const struct config *c)
+{
+	FILE *f = fopen(path, "w");
+	char date[64];
+	time_t now = time(NULL);
+
+	if (!f) {
+		fprintf(stderr, "rseqkit-bench: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	fprintf(f, "{\n  \"tool\": \"rseqkit-bench\",\n  \"date\": \"%s\",\n", date);
+	fprintf(f, "  \"machine\": {\n    \"cpu_model\": ");
+	json_str(f, cpu_model);
+	fprintf(f, ",\n    \"cpus_online\": %d,\n    \"cpus_possible\": %d,\n", ncpus_online,
+		ncpus_possible);
+	fprintf(f, "    \"kernel\": ");
+	json_str(f, uts.release);
+	fprintf(f, ",\n    \"kernel_version\": ");
+	json_str(f, uts.version);
+	fprintf(f, ",\n    \"arch\": ");
+	json_str(f, uts.machine);
+	fprintf(f, ",\n    \"build_arch\": \"%s\",\n    \"libc\": ", RSK_ARCH_NAME);
+	json_str(f, gnu_get_libc_version());
+	fprintf(f, ",\n    \"compiler\": ");
+	json_str(f, __VERSION__);
+	fprintf(f, ",\n    \"rseq_available\": %s,\n    \"rseq_owner\": \"%s\",\n    \"rseq_reason\": ",
+		rst.available ? "true" : "false", rsk_owner_name(rst.owner));
+	json_str(f, rst.reason ? rst.reason : "");
+	fprintf(f, "\n  },\n  \"method\": {\"reps\": %d, \"run_ms\": %u, \"warmup_ms\": %u, "
+		   "\"batch_ns\": %u, \"quick\": %s, \"statistic\": \"median\", "
+		   "\"spread\": \"(max-min)/median*100 of ns_per_op\", "
+		   "\"ns_per_op\": \"sum of thread time / sum of operations\", "
+		   "\"mops\": \"all operations / wall time / 1e6\"},\n",
+		c->reps, c->ms, c->warm_ms, BATCH_NS, c->quick ? "true" : "false");
+	fprintf(f, "  \"results\": [");
+	const char *sep = "\n";
+	for (int i = 0; i < nrows; i++) {
+		struct row *r = &rows[i];
+		if (r->failed)
+			continue;
+		fprintf(f, "%s    {\"op\": \"%s\", \"impl\": \"%s\", \"threads\": %d, "
+			   "\"ns_per_op\": %.4f, \"mops\": %.3f, \"spread_pct\": %.2f, "
+			   "\"pinned\": %s, \"reps\": %d",
+			sep, r->im->op, r->im->name, r->threads, r->ns_per_op, r->mops,
+			r->spread_pct, r->pinned ? "true" : "false", r->nsamples);
+		if (r->x_tl > 0)
+			fprintf(f, ", \"x_thread_local\": %.3f", r->x_tl);
+		if (r->x_alt > 0)
+			fprintf(f, ", \"x_best_alternative\": %.3f", r->x_alt);
+		fprintf(f, "}");
+		sep = ",\n";
+	}
+	fprintf(f, "\n  ],\n  \"failed\": [");
+	sep = "";
+	for (int i = 0; i < nrows; i++)
+		if (rows[i].failed) {
+			fprintf(f, "%s{\"op\": \"%s\", \"impl\": \"%s\", \"threads\": %d}", sep,
+				rows[i].im->op, rows[i].im->name, rows[i].threads);
+			sep = ", ";
+		}
+	fprintf(f, "]\n}\n");
+	return fclose(f) ? -1 : 0;
+}
+
+static bool on_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+
+	while (path && *path) {
+		size_t n = strcspn(path, ":");
+		if (n > 0 && n + strlen(prog) + 2 < sizeof(buf)) {
+			snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, path, prog);
+			if (access(buf, X_OK) == 0)
+				return true;
+		}
+		path += n;
+		if (*path == ':')
+			path++;
+	}
+	return false;
+}
+
+/* Data files, a gnuplot script and SVGs in outdir; 0 if gnuplot ran. */
+static int plots(const char *outdir, const char **ops, int nops, struct row *rows, int nrows,
+		 const int *tcounts, int ntc)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/plots.gp", outdir);
+	FILE *gp = fopen(path, "w");
+	if (!gp)
+		return -1;
+	fprintf(gp, "# written by rseqkit-bench; run in %s\n", outdir);
+	fprintf(gp, "set terminal svg size 760,420 dynamic font 'sans,11' background rgb 'white'\n"
+		    "set grid ytics\nset datafile missing '?'\n");
+	for (int o = 0; o < nops; o++) {
+		const char *op = ops[o];
+		/* ns/op per implementation at 1 thread */
+		snprintf(path, sizeof(path), "%s/%s-1thread.dat", outdir, op);
+		FILE *d = fopen(path, "w");
+		int nbar = 0;
+		bool pinned = false;
+		if (!d)
+			break;
+		for (int i = 0; i < nrows; i++) {
+			struct row *r = &rows[i];
+			if (r->failed || r->threads != 1 || strcmp(r->im->op, op))
+				continue;
+			fprintf(d, "\"%s\" %.4f\n", r->im->name, r->ns_per_op);
+			pinned = r->pinned;
+			nbar++;
+		}
+		fclose(d);
+		if (nbar) {
+			fprintf(gp, "\nset output '%s-1thread.svg'\n", op);
+			fprintf(gp, "set title '%s, 1 thread (%s): ns per operation, lower is better'\n",
+				op, pinned ? "pinned" : "unpinned");
+			fprintf(gp, "set style fill solid 0.7 border -1\nset boxwidth 0.6\n"
+				    "unset logscale\nset ylabel 'ns/op'\nset xlabel ''\n"
+				    "set yrange [0:*]\nset xrange [-0.6:%d.6]\n"
+				    "set xtics auto rotate by -25 noenhanced\n",
+				nbar - 1);
+			fprintf(gp, "plot '%s-1thread.dat' using 0:2:xtic(1) with boxes notitle, "
+				    "'' using 0:2:(sprintf('%%.2f', $2)) with labels offset 0,0.8 notitle\n",
+				op);
+		}
+		/* Mops/s against threads, one line per implementation */
+		snprintf(path, sizeof(path), "%s/%s-scaling.dat", outdir, op);
+		d = fopen(path, "w");
+		if (!d)
+			break;
+		int ncol = 0;
+		fprintf(d, "threads");
+		for (size_t k = 0; k < NIMPLS; k++)
+			if (!strcmp(impls[k].op, op)) {
+				fprintf(d, " \"%s\"", impls[k].name);
+				ncol++;
+			}
+		fprintf(d, "\n");
+		for (int c = 0; c < ntc; c++) {
+			fprintf(d, "%d", tcounts[c]);
+			for (size_t k = 0; k < NIMPLS; k++) {
+				if (strcmp(impls[k].op, op))
+					continue;
+				const struct row *found = NULL;
+				for (int i = 0; i < nrows; i++)
+					if (rows[i].im == &impls[k] && rows[i].threads == tcounts[c] &&
+					    !rows[i].failed)
+						found = &rows[i];
+				if (found)
+					fprintf(d, " %.4f", found->mops);
+				else
+					fprintf(d, " ?");
+			}
+			fprintf(d, "\n");
+		}
+		fclose(d);
+		int tmin = tcounts[0], tmax = tcounts[0];
+		for (int c = 1; c < ntc; c++) {
+			tmin = tcounts[c] < tmin ? tcounts[c] : tmin;
+			tmax = tcounts[c] > tmax ? tcounts[c] : tmax;
+		}
+		if (ntc > 1 && ncol) {
+			fprintf(gp, "\nset output '%s-scaling.svg'\n", op);
+			fprintf(gp, "set title '%s: total throughput against threads (%d CPUs), higher is better'\n",
+				op, ncpus_online);
+			fprintf(gp, "set xrange [%g:%g]\nset yrange [*:*]\nset logscale xy 2\n"
+				    "set xtics norotate (", tmin / 1.3, tmax * 1.3);
+			for (int c = 0; c < ntc; c++)
+				fprintf(gp, "%s%d", c ? ", " : "", tcounts[c]);
+			fprintf(gp, ")\nset xlabel 'threads'\nset ylabel 'Mops/s (all threads, log)'\n"
+				    "set key outside right\n");
+			fprintf(gp, "plot for [c=2:%d] '%s-scaling.dat' using 1:c with linespoints "
+				    "lw 2 title columnheader(c)\nunset logscale\nset key default\n",
+				ncol + 1, op);
+		}
+	}
+	fclose(gp);
+
+	if (!on_path("gnuplot"))
+		return -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+		if (chdir(outdir) != 0)
+			_exit(127);
+		if (nul >= 0)
+			dup2(nul, 1);
+		execlp("gnuplot", "gnuplot", "plots.gp", (char *)NULL);
+		_exit(127);
+	}
+	int status;
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+		return -1;
+	return 0;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char buf[4096];
+
+	snprintf(buf, sizeof(buf), "%s", dir);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0777) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(buf, 0777) && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+/* $(BUILD)/bench when run as $(BUILD)/bin/rseqkit-bench, else ./bench. */
+static void default_outdir(char *buf, size_t len)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n > 0) {
+		exe[n] = 0;
+		char *s = strrchr(exe, '/');
+		if (s) {
+			*s = 0;
+			s = strrchr(exe, '/');
+			if (s && !strcmp(s, "/bin")) {
+				*s = 0;
+				if (strlen(exe) + sizeof("/bench") <= len) {
+					strcpy(buf, exe);
+					strcat(buf, "/bench");
+					return;
+				}
+			}
+		}
+	}
+	snprintf(buf, len, "bench");
+}
+
+/* ------------------------------------------------------------------ */
+/* Command line                                                        */
+
+static void usage(FILE *f, const char *argv0)
+{
+	fprintf(f,
+		"usage: %s [options]\n"
+		"  --quick          short runs for a smoke test (seconds, not minutes)\n"
+		"  --ops LIST       operations, comma-separated (default: all; see --list)\n"
+		"  --threads LIST   thread counts, comma-separated (default: 1,CPUS,4*CPUS)\n"
+		"  --pin            pin every thread (thread i to the i-th allowed CPU, round-robin)\n"
+		"  --no-pin         pin nothing (default: only 1-thread runs are pinned)\n"
+		"  --reps N         timed repetitions per row (default 7, quick 3)\n"
+		"  --ms N           length of one run in ms (default 150, quick 10)\n"
+		"  --outdir DIR     where results.csv, results.json and plots go\n"
+		"                   (default: BUILD/bench next to BUILD/bin)\n"
+		"  --csv FILE       CSV path (default OUTDIR/results.csv)\n"
+		"  --json FILE      JSON path (default OUTDIR/results.json)\n"
+		"  --no-plots       no gnuplot script, data or SVGs\n"
+		"  --list           print every op,impl pair and exit\n"
+		"  -h, --help       this text\n",
+		argv0);
+}
+
+static int parse_uint(const char *s, int lo, int hi)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	return (int)v;
+}
+
+static bool op_known(const char *op)
+{
+	for (size_t i = 0; i < NIMPLS; i++)
+		if (!strcmp(impls[i].op, op))
+			return true;
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	struct config cfg = {.reps = -1, .ms = 0};
+	const char *ops_arg = NULL, *threads_arg = NULL, *csv = NULL, *json = NULL;
+	char outdir[4096] = "";
+	bool no_plots = false;
+	int ms = -1;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEEDS_VALUE                                                                    \
+	do {                                                                           \
+		if (!v) {                                                              \
+			fprintf(stderr, "%s: %s needs a value\n", argv[0], a);         \
+			usage(stderr, argv[0]);                                        \
+			return 2;                                                      \
+		}                                                                      \
+		i++;                                                                   \
+	} while (0)
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout, argv[0]);
+			return 0;
+		} else if (!strcmp(a, "--quick")) {
+			cfg.quick = true;
+		} else if (!strcmp(a, "--pin")) {
+			cfg.pin_mode = 1;
+		} else if (!strcmp(a, "--no-pin")) {
+			cfg.pin_mode = -1;
+		} else if (!strcmp(a, "--no-plots")) {
+			no_plots = true;
+		} else if (!strcmp(a, "--list")) {
+			for (size_t k = 0; k < NIMPLS; k++)
+				printf("%s,%s\n", impls[k].op, impls[k].name);
+			return 0;
+		} else if (!strcmp(a, "--ops")) {
+			NEEDS_VALUE;
+			ops_arg = v;
+		} else if (!strcmp(a, "--threads")) {
+			NEEDS_VALUE;
+			threads_arg = v;
+		} else if (!strcmp(a, "--outdir")) {
+			NEEDS_VALUE;
+			snprintf(outdir, sizeof(outdir), "%s", v);
+		} else if (!strcmp(a, "--csv")) {
+			NEEDS_VALUE;
+			csv = v;
+		} else if (!strcmp(a, "--json")) {
+			NEEDS_VALUE;
+			json = v;
+		} else if (!strcmp(a, "--reps")) {
+			NEEDS_VALUE;
+			if ((cfg.reps = parse_uint(v, 1, 1000)) < 0) {
+				fprintf(stderr, "%s: bad --reps '%s'\n", argv[0], v);
+				usage(stderr, argv[0]);
+				return 2;
+			}
+		} else if (!strcmp(a, "--ms")) {
+			NEEDS_VALUE;
+			if ((ms = parse_uint(v, 1, 60000)) < 0) {
+				fprintf(stderr, "%s: bad --ms '%s'\n", argv[0], v);
+				usage(stderr, argv[0]);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "%s: unknown argument '%s'\n", argv[0], a);
+			usage(stderr, argv[0]);
+			return 2;
+		}
+	}
+	if (cfg.reps < 0)
+		cfg.reps = cfg.quick ? 3 : 7;
+	cfg.ms = ms > 0 ? (unsigned)ms : cfg.quick ? 10 : 150;
+	cfg.warm_ms = cfg.ms / 3 ? cfg.ms / 3 : 1;
+
+	/* CPUs this process may run on: the pinning targets. */
+	cpu_set_t allowed;
+	int cpus[CPU_SETSIZE], ncpus = 0;
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &allowed))
+				cpus[ncpus++] = c;
+	}
+	if (ncpus == 0) {
+		cpus[0] = 0;
+		ncpus = 1;
+	}
+	ncpus_possible = rsk_possible_cpus();
+
+	/* Operations, in table order unless listed. */
+	const char *ops[MAX_IMPLS];
+	int nops = 0;
+	char *opsbuf = ops_arg ? strdup(ops_arg) : NULL;
+	if (opsbuf) {
+		for (char *save, *tok = strtok_r(opsbuf, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			if (!op_known(tok)) {
+				fprintf(stderr, "%s: unknown operation '%s' (see --list)\n", argv[0], tok);
+				usage(stderr, argv[0]);
+				return 2;
+			}
+			if (nops < MAX_IMPLS)
+				ops[nops++] = tok;
+		}
+	} else {
+		for (size_t k = 0; k < NIMPLS; k++) {
+			bool seen = false;
+			for (int o = 0; o < nops; o++)
+				seen |= !strcmp(ops[o], impls[k].op);
+			if (!seen)
+				ops[nops++] = impls[k].op;
+		}
+	}
+	if (nops == 0) {
+		fprintf(stderr, "%s: no operation selected\n", argv[0]);
+		usage(stderr, argv[0]);
+		return 2;
+	}
+
+	int tcounts[MAX_THREAD_COUNTS], ntc = 0;
+	if (threads_arg) {
+		char *buf = strdup(threads_arg);
+		for (char *save, *tok = strtok_r(buf, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			int t = parse_uint(tok, 1, 1024);
+			if (t < 0 || ntc == MAX_THREAD_COUNTS) {
+				fprintf(stderr, "%s: bad thread count '%s'\n", argv[0], tok);
+				usage(stderr, argv[0]);
+				return 2;
+			}
+			tcounts[ntc++] = t;
+		}
+		free(buf);
+		if (ntc == 0) {
+			fprintf(stderr, "%s: empty --threads\n", argv[0]);
+			usage(stderr, argv[0]);
+			return 2;
+		}
+	} else {
+		tcounts[ntc++] = 1;
+		if (ncpus > 1)
+			tcounts[ntc++] = ncpus;
+		tcounts[ntc++] = 4 * ncpus;
+	}
+
+	if (!outdir[0])
+		default_outdir(outdir, sizeof(outdir));
+	char csvpath[4200], jsonpath[4200];
+	snprintf(csvpath, sizeof(csvpath), "%s", csv ? csv : "");
+	snprintf(jsonpath, sizeof(jsonpath), "%s", json ? json : "");
+	if (!csv)
+		snprintf(csvpath, sizeof(csvpath), "%s/results.csv", outdir);
+	if (!json)
+		snprintf(jsonpath, sizeof(jsonpath), "%s/results.json", outdir);
+	bool need_outdir = !csv || !json || !no_plots;
+	if (need_outdir && mkdir_p(outdir)) {
+		fprintf(stderr, "%s: cannot create %s: %s\n", argv[0], outdir, strerror(errno));
+		return 1;
+	}
+
+	machine_facts();
+	rsk_init();
+	printf("rseqkit-bench: %s, %d CPUs, Linux %s, glibc %s, rseq %s (owner %s)\n", cpu_model,
+	       ncpus_online, uts.release, gnu_get_libc_version(),
+	       rst.available ? "available" : "UNAVAILABLE", rsk_owner_name(rst.owner));
+	printf("method: %d reps x %u ms per row after a %u ms warm-up, implementations "
+	       "round-robin; median, spread = (max-min)/median\n",
+	       cfg.reps, cfg.ms, cfg.warm_ms);
+	printf("ns/op = thread time per operation (lower is better); Mops/s = all threads; "
+	       "x tl = ns/op over thread-local; x best = over the best alternative\n");
+	if (!rst.available)
+		printf("NOTE: rseq is unavailable (%s): rseqkit rows measure the slow paths\n",
+		       rst.reason);
+
+	/* Rows: for each op, for each thread count, every implementation. */
+	struct row *rows = calloc(NIMPLS * (size_t)ntc, sizeof(*rows));
+	int nrows = 0, failures = 0;
+	for (int o = 0; o < nops; o++) {
+		for (int c = 0; c < ntc; c++) {
+			int nt = tcounts[c];
+			bool pin = cfg.pin_mode > 0 || (cfg.pin_mode == 0 && nt == 1);
+			int *pins = NULL;
+			if (pin) {
+				pins = malloc(sizeof(int) * (size_t)nt);
+				for (int i = 0; i < nt; i++)
+					pins[i] = cpus[i % ncpus];
+			}
+			int first = nrows;
+			for (size_t k = 0; k < NIMPLS; k++) {
+				if (strcmp(impls[k].op, ops[o]))
+					continue;
+				struct row *r = &rows[nrows++];
+				r->im = &impls[k];
+				r->threads = nt;
+				r->pinned = pin;
+				r->s = calloc((size_t)cfg.reps, sizeof(*r->s));
+				struct sample warm;
+				if (run_once(r->im, nt, pins, cfg.warm_ms, &warm))
+					r->failed = true;
+			}
+			/* Round-robin: rep 1 of every impl, then rep 2, ... */
+			for (int rep = 0; rep < cfg.reps; rep++)
+				for (int i = first; i < nrows; i++) {
+					struct row *r = &rows[i];
+					if (r->failed)
+						continue;
+					if (run_once(r->im, nt, pins, cfg.ms, &r->s[r->nsamples]))
+						r->failed = true;
+					else
+						r->nsamples++;
+				}
+			for (int i = first; i < nrows; i++) {
+				if (rows[i].failed)
+					failures++;
+				else
+					summarise(&rows[i]);
+			}
+			free(pins);
+		}
+	}
+	ratios(rows, nrows);
+	for (int o = 0; o < nops; o++)
+		print_table(ops[o], rows, nrows);
+
+	/* The targets (reported, never asserted). */
+	printf("\ntargets (1 thread):\n");
+	for (int i = 0; i < nrows; i++) {
+		struct row *r = &rows[i];
+		if (r->failed || r->threads != 1 || strcmp(r->im->name, "rseqkit") || r->x_tl <= 0)
+			continue;
+		double target = !strcmp(r->im->op, "counter-add") ? 2.0
+				: !strcmp(r->im->op, "cpu-read") ? 1.2
+								  : 0;
+		if (target > 0)
+			printf("  %-12s rseqkit = %.2fx thread-local (target <= %.1fx): %s\n", r->im->op,
+			       r->x_tl, target, r->x_tl <= target ? "met" : "NOT met");
+		else
+			printf("  %-12s rseqkit = %.2fx thread-local\n", r->im->op, r->x_tl);
+	}
+
+	int rc = failures ? 1 : 0;
+	if (write_csv(csvpath, rows, nrows) || write_json(jsonpath, rows, nrows, &cfg))
+		rc = 1;
+	printf("\nwrote %s, %s", csvpath, jsonpath);
+	if (!no_plots) {
+		if (plots(outdir, ops, nops, rows, nrows, tcounts, ntc) == 0)
+			printf(", %s/*.svg", outdir);
+		else
+			printf(" (no SVG: gnuplot missing or failed; script in %s/plots.gp)", outdir);
+	}
+	printf("\n");
+	if (failures)
+		fprintf(stderr, "rseqkit-bench: %d row(s) failed their check\n", failures);
+	for (int i = 0; i < nrows; i++)
+		free(rows[i].s);
+	free(rows);
+	free(opsbuf);
+	return rc;
+}
