@@ -256,6 +256,31 @@ static void info_under(const struct variant *v, const char *info)
 	tap_diag("%s", out);
 }
 
+/* ---- the data structures under the filter: every stress test, exact
+ * through the slow paths (issue: progress everywhere) ---- */
+
+static void stress_under(const struct variant *v, const char *stress)
+{
+	static char out[8192];
+	static const char *const tests[] = { "s", "l", "b", "m", "i", "r" };
+
+	for (unsigned i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		char *argv[] = { (char *)stress, (char *)"-T", (char *)tests[i], (char *)"-t", (char *)"8",
+				 (char *)"-r", (char *)"500", NULL };
+		struct child_spec cs = { argv, find_mode(v->mode), pre_exec, v };
+		int status = 0;
+
+		if (run_capture(&cs, out, sizeof(out), &status) != 0) {
+			tap_ok(0, "[%s] rseqkit-stress -T %s: cannot start", v->name, tests[i]);
+			continue;
+		}
+		if (strchr(out, '\n'))
+			*strchr(out, '\n') = '\0';
+		tap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(out, " OK") != NULL,
+		       "[%s] rseqkit-stress -T %s on slow paths: %s", v->name, tests[i], out);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	ncpus = allowed_cpus(cpus, MAX_CPUS);
@@ -294,14 +319,18 @@ int main(int argc, char **argv)
 	if (strrchr(self, '/'))
 		*strrchr(self, '/') = '\0';
 	snprintf(info, sizeof(info), "%s/../bin/rseqkit-info", self);
+	char stress[PATH_MAX + 32];
+	snprintf(stress, sizeof(stress), "%s/../bin/rseqkit-stress", self);
 
 	for (int i = 0; i < N_VARIANTS; i++) {
 		const struct variant *v = &variants[i];
 		char *cargv[] = { (char *)"/proc/self/exe", (char *)"--child", (char *)v->name, NULL };
 		struct child_spec cs = { cargv, find_mode(v->mode), pre_exec, v };
 		relay_child(v->name, &cs);
-		if (v->info)
+		if (v->info) {
 			info_under(v, info);
+			stress_under(v, stress);
+		}
 	}
 	tap_plan(tap_n);
 	return tap_done();

@@ -1,0 +1,77 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The progress protocol under stress (run by `make check`): every
+# rseqkit-stress test, in both index modes,
+#   - with every 2nd and every 3rd thread unregistered (-D 2, -D 3): slow
+#     paths and critical sections on the same parts at once,
+#   - with the slow path after the first abort (-f 1) and delays in the asm,
+#   - with no rseq at all (-d),
+#   - the remote test (-T r) with signals and yields at the C points,
+#   - the quick settings again with glibc's registration off (the library
+#     registers) and under valgrind (no rseq: slow paths), if installed.
+# Each run checks its own invariant (sums, every item exactly once).
+BUILD=${BUILD:-build}
+STRESS=$BUILD/bin/rseqkit-stress
+
+if [ ! -x "$STRESS" ]; then
+	echo "1..0 # SKIP $STRESS not built"
+	exit 0
+fi
+cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+THREADS=$((6 * cpus))
+REPS=2000
+TESTS="s l b m i r"
+have_valgrind=0
+command -v valgrind >/dev/null 2>&1 && valgrind --version >/dev/null 2>&1 && have_valgrind=1
+
+plan=$((2 * 6 * 6 + 6 + 2 * 2 + 6 + 6))
+echo "1..$plan"
+
+n=0
+fails=0
+run() {
+	n=$((n + 1))
+	out=$("$@" 2>&1)
+	rc=$?
+	last=$(printf '%s\n' "$out" | tail -n 1)
+	case $rc:$last in
+	0:*OK)
+		echo "ok $n - $* # $last" ;;
+	*)
+		echo "not ok $n - $* (exit $rc)"
+		printf '%s\n' "$out" | sed 's/^/# /'
+		fails=$((fails + 1)) ;;
+	esac
+}
+
+for mode in cpu cid; do
+	for t in $TESTS; do
+		set -- "$STRESS" -T $t -I $mode -t $THREADS -r $REPS
+		run "$@" -D 2
+		run "$@" -D 3
+		run "$@" -D 2 -2 1000
+		run "$@" -f 1 -2 2000
+		run "$@" -f 1 -D 3 -4 2000
+		run "$@" -M -D 2 -y -7 -1 -m 2
+	done
+done
+for t in $TESTS; do
+	run "$STRESS" -T $t -d -t $THREADS -r $REPS
+done
+for mode in cpu cid; do
+	run "$STRESS" -T r -I $mode -t $THREADS -r $REPS -9 -1 -m 2 -k
+	run "$STRESS" -T r -I $mode -t $THREADS -r $REPS -9 -1 -m 2 -y -D 2
+done
+for t in $TESTS; do
+	run env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$STRESS" -T $t -t $THREADS -r $REPS -D 3 -2 1000
+done
+for t in $TESTS; do
+	if [ $have_valgrind = 1 ]; then
+		run valgrind -q --error-exitcode=3 "$STRESS" -T $t -t 4 -r 200
+	else
+		n=$((n + 1))
+		echo "ok $n # SKIP valgrind not installed"
+	fi
+done
+exit $((fails > 0))
