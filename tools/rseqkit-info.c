@@ -63,7 +63,15 @@ int main(int argc, char **argv)
 		printf(", \"membarrier_rseq\": %s, \"possible_cpus\": %d",
 		       st.membarrier_rseq ? "true" : "false", st.possible_cpus);
 		printf(", \"slice_ext_available\": %s", st.slice_ext_available ? "true" : "false");
-		printf(", \"thread_registered\": %s}\n", st.thread_registered ? "true" : "false");
+		printf(", \"thread_registered\": %s", st.thread_registered ? "true" : "false");
+		/* The progress layer's counters of this (short-lived) process:
+		 * mostly zeros, but the key is where tools look for them. */
+		struct rsk_stats ps;
+		rsk_stats_process(&ps);
+		printf(", \"stats\": {\"aborts\": %llu, \"slow_paths\": %llu, \"fences\": %llu, "
+		       "\"gate_waits\": %llu}}\n",
+		       (unsigned long long)ps.aborts, (unsigned long long)ps.slow_paths,
+		       (unsigned long long)ps.fences, (unsigned long long)ps.gate_waits);
 		return 0;
 	}
 	printf("rseq available:     %s (%s)\n", yes_no(st.available), st.reason);
@@ -82,5 +90,10 @@ int main(int argc, char **argv)
 	printf("membarrier rseq:    %s\n", yes_no(st.membarrier_rseq));
 	printf("possible cpus:      %d\n", st.possible_cpus);
 	printf("slice extension:    %s\n", yes_no(st.slice_ext_available));
+	struct rsk_stats ps;
+	rsk_stats_process(&ps);
+	printf("stats:              %llu aborts, %llu slow paths, %llu fences, %llu gate waits\n",
+	       (unsigned long long)ps.aborts, (unsigned long long)ps.slow_paths,
+	       (unsigned long long)ps.fences, (unsigned long long)ps.gate_waits);
 	return 0;
 }
