@@ -87,7 +87,7 @@ RSK_EXPORT int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op,
 	int idx = rsk_percpu_slow_index(b->mode, b->nr);
 	int ret = op_locked(b, idx, op, item);
 
-	rsk_note_slow_path();
+	rsk_note_slow_path_at(idx);
 	return ret == 0 ? idx : ret;
 }
 

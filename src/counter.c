@@ -59,8 +59,10 @@ static int update_locked(struct rsk_counter *c, int idx, intptr_t count, intptr_
 /* The one place that adds without a critical section. */
 RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count)
 {
-	rsk_note_slow_path();
-	return update_locked(c, rsk_percpu_slow_index(c->mode, c->nr), count, 0, NULL);
+	int idx = rsk_percpu_slow_index(c->mode, c->nr);
+
+	rsk_note_slow_path_at(idx);
+	return update_locked(c, idx, count, 0, NULL);
 }
 
 RSK_EXPORT int rsk_counter_exchange(struct rsk_counter *c, int cpu, intptr_t value, intptr_t *old)

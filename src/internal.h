@@ -29,6 +29,9 @@ int rsk_read_possible_cpus(void);
  * gate; the current CPU's is the one whose cache lines are near). */
 int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr);
 
+/* rsk_note_slow_path() for a slow path that knows its part's index. */
+void rsk_note_slow_path_at(int idx);
+
 /* Per-thread state, reached only from slow paths (global-dynamic TLS, so
  * the library can be dlopen'ed). */
 enum rsk_thread_state {

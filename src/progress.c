@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 #include "internal.h"
@@ -24,7 +25,54 @@
 #endif
 
 static __thread struct rsk_stats thread_stats;
-static struct rsk_stats process_stats;
+
+/*
+ * Process totals, one 128-byte slot per CPU: the slow path of a process
+ * without rseq counts every operation, and one shared counter would make
+ * every thread bounce its cache line.  Slots are allocated on first use;
+ * until then (or if that fails) everything lands in the spare slot.
+ */
+enum { ST_ABORTS, ST_SLOW_PATHS, ST_FENCES, ST_GATE_WAITS, ST_N };
+struct stat_slot {
+	uint64_t v[ST_N];
+} __attribute__((aligned(128)));
+static struct stat_slot *stat_slots, spare_slot;
+static int stat_nslots;
+
+static struct stat_slot *stat_slot_for(int cpu)
+{
+	struct stat_slot *s = __atomic_load_n(&stat_slots, __ATOMIC_ACQUIRE);
+
+	if (__builtin_expect(s == NULL, 0)) {
+		int n = rsk_possible_cpus();
+		struct stat_slot *mine = aligned_alloc(128, sizeof(*mine) * (size_t)n), *none = NULL;
+
+		if (mine == NULL)
+			return &spare_slot;
+		memset(mine, 0, sizeof(*mine) * (size_t)n);
+		__atomic_store_n(&stat_nslots, n, __ATOMIC_RELAXED);
+		if (__atomic_compare_exchange_n(&stat_slots, &none, mine, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			s = mine;
+		else {
+			free(mine);
+			s = none;
+		}
+	}
+	if ((unsigned)cpu >= (unsigned)__atomic_load_n(&stat_nslots, __ATOMIC_RELAXED))
+		return &spare_slot;
+	return &s[cpu];
+}
+
+static uint64_t stat_total(int which)
+{
+	struct stat_slot *s = __atomic_load_n(&stat_slots, __ATOMIC_ACQUIRE);
+	uint64_t t = __atomic_load_n(&spare_slot.v[which], __ATOMIC_RELAXED);
+
+	for (int i = 0; s != NULL && i < __atomic_load_n(&stat_nslots, __ATOMIC_RELAXED); i++)
+		t += __atomic_load_n(&s[i].v[which], __ATOMIC_RELAXED);
+	return t;
+}
 
 static unsigned abort_limit; /* 0 until first read */
 #define DEFAULT_ABORT_LIMIT 16
@@ -32,22 +80,30 @@ static unsigned abort_limit; /* 0 until first read */
 enum { MB_UNKNOWN = 0, MB_READY = 1, MB_NONE = -1 };
 static int membarrier_state;
 
-static void count(uint64_t *mine, uint64_t *all)
+/* Count an event of the calling thread, on CPU (or index) `cpu`. */
+static void count_event(uint64_t *mine, int which, int cpu)
 {
 	(*mine)++;
-	__atomic_add_fetch(all, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&stat_slot_for(cpu)->v[which], 1, __ATOMIC_RELAXED);
 }
 
 RSK_EXPORT void rsk_note_abort(void)
 {
-	count(&thread_stats.aborts, &process_stats.aborts);
-	RSK_PROBE1(abort, rsk_cpu());
+	int cpu = rsk_cpu();
+
+	count_event(&thread_stats.aborts, ST_ABORTS, cpu);
+	RSK_PROBE1(abort, cpu);
+}
+
+void rsk_note_slow_path_at(int idx)
+{
+	count_event(&thread_stats.slow_paths, ST_SLOW_PATHS, idx);
+	RSK_PROBE1(slow_path, idx);
 }
 
 RSK_EXPORT void rsk_note_slow_path(void)
 {
-	count(&thread_stats.slow_paths, &process_stats.slow_paths);
-	RSK_PROBE1(slow_path, rsk_cpu());
+	rsk_note_slow_path_at(rsk_cpu());
 }
 
 RSK_EXPORT int rsk_stats_thread(struct rsk_stats *st)
@@ -62,10 +118,10 @@ RSK_EXPORT int rsk_stats_process(struct rsk_stats *st)
 {
 	if (st == NULL)
 		return -EINVAL;
-	st->aborts = __atomic_load_n(&process_stats.aborts, __ATOMIC_RELAXED);
-	st->slow_paths = __atomic_load_n(&process_stats.slow_paths, __ATOMIC_RELAXED);
-	st->fences = __atomic_load_n(&process_stats.fences, __ATOMIC_RELAXED);
-	st->gate_waits = __atomic_load_n(&process_stats.gate_waits, __ATOMIC_RELAXED);
+	st->aborts = stat_total(ST_ABORTS);
+	st->slow_paths = stat_total(ST_SLOW_PATHS);
+	st->fences = stat_total(ST_FENCES);
+	st->gate_waits = stat_total(ST_GATE_WAITS);
 	return 0;
 }
 
@@ -175,7 +231,7 @@ static int fence(int cpu)
 				 fence_by_migration(0, rsk_process.possible_cpus - 1);
 	}
 	if (err == 0) {
-		count(&thread_stats.fences, &process_stats.fences);
+		count_event(&thread_stats.fences, ST_FENCES, cpu >= 0 ? cpu : 0);
 		RSK_PROBE1(fence, cpu);
 	}
 	return err;
@@ -203,7 +259,7 @@ RSK_EXPORT int rsk_gate_close(intptr_t *gate, enum rsk_index_mode mode, int idx)
 		return -EINVAL;
 	while (!__atomic_compare_exchange_n(gate, &open, 1, 0, __ATOMIC_ACQ_REL,
 					    __ATOMIC_RELAXED)) {
-		count(&thread_stats.gate_waits, &process_stats.gate_waits);
+		count_event(&thread_stats.gate_waits, ST_GATE_WAITS, idx);
 		open = 0;
 		sched_yield(); /* the holder may be preempted */
 	}

@@ -85,7 +85,7 @@ RSK_EXPORT int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, vo
 	int idx = rsk_percpu_slow_index(b->mode, b->nr);
 	int ret = op_locked(b, idx, op, ptr, out);
 
-	rsk_note_slow_path();
+	rsk_note_slow_path_at(idx);
 	return ret == 0 ? idx : ret;
 }
 

@@ -154,8 +154,9 @@ static void decide_owner(struct rsk_process *p, ptrdiff_t *offset)
 	p->owner = RSK_OWNER_LIBRARY;
 	/* glibc without rseq support for the arch (2.36 on riscv) exports
 	 * __rseq_offset 0 and reserves no area. */
+	const char *own = getenv("RSEQKIT_OWN_AREA");
 	p->own_area = &__rseq_offset == NULL || __rseq_offset == 0 ||
-		      (getenv("RSEQKIT_OWN_AREA") && getenv("RSEQKIT_OWN_AREA")[0] == '1');
+		      (own != NULL && own[0] == '1');
 	if (p->own_area) {
 		unsigned align = max_u(p->kernel_align, RSK_ABI_LEGACY_ALIGN);
 		p->registered_size = max_u(p->feature_size, RSK_ABI_LEGACY_LEN);

@@ -40,12 +40,13 @@ RSK_EXPORT int rsk_spinlock_destroy(struct rsk_spinlock *l)
  * plain store from anywhere, and other threads must keep going). */
 RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l)
 {
-	rsk_note_slow_path();
 	for (unsigned round = 0;; round++) {
 		int idx = rsk_percpu_slow_index(l->mode, l->nr);
 		struct rsk_spinlock_part *p = &l->part[idx];
 		int err = rsk_gate_close(&p->gate, l->mode, idx);
 
+		if (round == 0)
+			rsk_note_slow_path_at(idx);
 		if (err != 0)
 			return err;
 		/* Acquire: pairs with the last holder's releasing unlock. */

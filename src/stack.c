@@ -75,7 +75,7 @@ RSK_EXPORT int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op,
 	int idx = rsk_percpu_slow_index(s->mode, s->nr);
 	int ret = op_locked(s, idx, op, node, out);
 
-	rsk_note_slow_path();
+	rsk_note_slow_path_at(idx);
 	return ret == 0 ? idx : ret;
 }
 
