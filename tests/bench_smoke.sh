@@ -29,7 +29,7 @@ listed=$?
 pairs=$(printf '%s\n' $core | cat - "$tmp/list" | sort -u)
 npairs=$(printf '%s\n' "$pairs" | wc -l)
 
-echo "1..$((npairs + 9))"
+echo "1..$((npairs + 14))"
 ok $listed "--list works"
 
 "$BENCH" --quick --outdir "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
@@ -59,11 +59,36 @@ ok $? "every number parses and is positive"
 ncounts=$(awk -F, 'NR > 1 { print $3 }' "$csv" 2>/dev/null | sort -u | wc -l)
 [ "$ncounts" -ge 2 ]
 ok $? "several thread counts measured ($ncounts)"
+# Fence rows run at 1 thread only, the workload at the largest count only.
+tmax=$(awk -F, 'NR > 1 { print $3 }' "$csv" 2>/dev/null | sort -n | tail -n 1)
 for p in $pairs; do
-	got=$(awk -F, -v p="$p" 'NR > 1 && $1 "," $2 == p' "$csv" 2>/dev/null | wc -l)
-	[ "$got" -eq "$ncounts" ]
-	ok $? "$p present at every thread count ($got of $ncounts)"
+	case $p in
+	fence-*)
+		got=$(awk -F, -v p="$p" 'NR > 1 && $1 "," $2 == p && $3 == 1' "$csv" 2>/dev/null | wc -l)
+		[ "$got" -eq 1 ]
+		ok $? "$p present at 1 thread ($got row)" ;;
+	workload,*)
+		got=$(awk -F, -v p="$p" -v t="$tmax" 'NR > 1 && $1 "," $2 == p && $3 == t' "$csv" 2>/dev/null | wc -l)
+		[ "$got" -eq 1 ]
+		ok $? "$p present at $tmax threads ($got row)" ;;
+	*)
+		got=$(awk -F, -v p="$p" 'NR > 1 && $1 "," $2 == p' "$csv" 2>/dev/null | wc -l)
+		[ "$got" -eq "$ncounts" ]
+		ok $? "$p present at every thread count ($got of $ncounts)" ;;
+	esac
 done
+
+# The progress-protocol and workload rows are announced where the headers
+# are there (a full build): fallback and ungated beside every structure.
+want="counter-add,rseqkit-fallback spinlock,rseqkit-fallback stack,rseqkit-fallback
+ptrbuf,rseqkit-fallback copybuf16,rseqkit-fallback counter-add,rseqkit-ungated
+spinlock,rseqkit-ungated stack,rseqkit-ungated ptrbuf,rseqkit-ungated
+copybuf16,rseqkit-ungated fence-cpu,rseqkit fence-all,rseqkit workload,rseqkit
+workload,atomic-getcpu workload,mutex"
+missing=
+for p in $want; do grep -qx "$p" "$tmp/list" || missing="$missing $p"; done
+[ -z "$missing" ]
+ok $? "--list has the fallback, ungated, fence and workload rows${missing:+ (missing:$missing)}"
 
 python3 - "$json" "$csv" <<'EOF'
 import csv, json, sys
@@ -77,6 +102,27 @@ for r in j["results"]:
     assert r["ns_per_op"] > 0 and r["mops"] > 0 and r["spread_pct"] >= 0, r
 EOF
 ok $? "JSON parses, has the machine facts and the same rows as the CSV"
+
+python3 - "$json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+w = j["workload"]["results"]
+assert sorted(r["impl"] for r in w) == ["atomic-getcpu", "mutex", "rseqkit"], w
+for r in w:
+    assert r["events_per_s"] > 0 and r["ns_per_event"] > 0, r
+    assert 0 < r["p50_ns"] <= r["p99_ns"], r
+    assert r["totals_verified"] is True and r["threads"] >= 1, r
+EOF
+ok $? "JSON workload section: 3 designs, events/s, 0 < p50 <= p99, totals verified"
+
+grep -q "^workload (totals verified" "$tmp/stdout" && grep -q "^  target: rseqkit >= 2x" "$tmp/stdout"
+ok $? "workload summary printed"
+
+grep -q "^fallback (no rseq" "$tmp/stdout" && grep -q "^protocol cost: gated" "$tmp/stdout"
+ok $? "fallback / mutex and gated / ungated ratios printed"
+
+grep -q "fence-cpu latency" "$tmp/stdout" && grep -q "fence-all latency" "$tmp/stdout"
+ok $? "fence latencies printed"
 
 grep -q "counter-add" "$tmp/stdout"
 ok $? "terminal table printed"

@@ -69,6 +69,12 @@
 
 struct run;
 
+struct sample {
+	double ns_per_op; /* thread time per operation */
+	double mops;	  /* operations per microsecond, all threads */
+	double p50, p99;  /* per-operation latency (ns) where sampled, else 0 */
+};
+
 /* One worker thread of one run. */
 struct thr {
 	struct run *run;
@@ -97,7 +103,15 @@ struct impl {
 	/* 0 if the run's result is right, else -1 with a message in err. */
 	int (*check)(void *shared, struct thr *t, int nthreads, char *err, size_t len);
 	void (*teardown)(void *shared);
+	unsigned flags; /* IMPL_* below */
+	/* Optional, runs after the check: extra figures of the run. */
+	void (*extra)(void *shared, struct sample *out);
 };
+
+/* impl flags */
+#define IMPL_FALLBACK 1u /* run in the child with RSEQKIT_DISABLE=1 */
+#define IMPL_ONE_THREAD 2u /* only at 1 thread (fence latency) */
+#define IMPL_MAX_THREADS 4u /* only at the largest thread count (workload) */
 
 struct run {
 	const struct impl *im;
@@ -165,11 +179,6 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-struct sample {
-	double ns_per_op; /* thread time per operation */
-	double mops;	  /* operations per microsecond, all threads */
-};
-
 /* One run of one implementation; -1 (message printed) if its check fails,
  * 1 if no thread got to do an operation (a loaded machine, a short run:
  * no measurement, but nothing wrong either). */
@@ -221,6 +230,9 @@ static int run_once(const struct impl *im, int nthreads, const int *pins,
 	} else if (ops == 0) {
 		rc = 1;
 	}
+	out->p50 = out->p99 = 0;
+	if (rc == 0 && im->extra)
+		im->extra(r.shared, out);
 	if (im->teardown)
 		im->teardown(r.shared);
 	pthread_barrier_destroy(&r.start);
@@ -243,6 +255,7 @@ static uint64_t ops_all(const struct thr *t, int n)
 }
 
 static int ncpus_possible; /* slots in per-CPU arrays */
+static int allowed_cpus[CPU_SETSIZE], nallowed; /* CPUs we may run on */
 
 /* ------------------------------------------------------------------ */
 /* cpu-read: which CPU am I on?                                        */
@@ -542,6 +555,9 @@ static int counter_check_tl(void *sh, struct thr *t, int n, char *err, size_t le
 #include <rseqkit/counter.h>
 #define BENCH_HAVE_RSK_COUNTER 1
 #endif
+#endif
+#if defined(BENCH_HAVE_RSK_COUNTER) && defined(BENCH_HAVE_RSK_PTRBUF)
+#define BENCH_HAVE_WORKLOAD_RSK 1
 #endif
 
 static __attribute__((unused)) void die_on(int err, const char *what)
@@ -1120,23 +1136,883 @@ static __attribute__((unused)) int ckring_check(void *sh, struct thr *t, int n, 
 #endif
 
 /* ------------------------------------------------------------------ */
+/* Protocol cost: the structures' fast paths without the gate check.
+ *
+ * rseqkit-ungated rows are local copies of the library's inline fast
+ * paths (counter.h, spinlock.h, stack.h, ptrbuf.h, copybuf.h) that call
+ * the plain rsk_arch_<op>_cpu sections instead of rsk_arch_gated_<op>_cpu:
+ * the same index load, the same loads and commit, no load of the part's
+ * gate and no branch on it.  For the benchmark only: without the gate a
+ * slow path elsewhere would not stop these sections, so on an abort they
+ * simply retry (pure rseq, no give-up); where the thread cannot run a
+ * section at all (no rseq in the process) they call the library's
+ * operation, whose slow path is then the only path any thread takes.
+ * The structures are created in RSK_INDEX_CPU mode, so _cpu is right.
+ */
+#if defined(BENCH_HAVE_RSK_COUNTER) && defined(BENCH_HAVE_RSK_STACK) &&                    \
+	defined(BENCH_HAVE_RSK_PTRBUF) && defined(BENCH_HAVE_RSK_COPYBUF) &&              \
+	defined(BENCH_HAVE_RSK_SPINLOCK)
+#define BENCH_HAVE_UNGATED 1
+
+static inline __attribute__((always_inline)) int ug_counter_add(struct rsk_counter *c,
+								intptr_t count)
+{
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(c->mode, c->nr, &idx);
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_counter_add(c, count);
+		if (RSK_PERCPU_LIKELY(rsk_arch_add_cpu(area, idx, &c->part[idx].count, count) ==
+				      RSK_OK))
+			return idx;
+		rsk_note_abort();
+	}
+}
+
+static void ug_rcounter_add(void *sh, struct thr *t, unsigned n)
+{
+	(void)t;
+	for (unsigned i = 0; i < n; i++)
+		ug_counter_add(sh, 1);
+}
+
+static inline __attribute__((always_inline)) int ug_spinlock_lock(struct rsk_spinlock *l)
+{
+	unsigned round = 0;
+
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(l->mode, l->nr, &idx);
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_spinlock_lock(l);
+		ret = rsk_arch_cmpstore_cpu(area, idx, &l->part[idx].locked, 0, 1);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			return idx;
+		}
+		if (ret == RSK_CMPFAIL)
+			rsk_spinlock_wait_(l, idx, round++);
+		else
+			rsk_note_abort();
+	}
+}
+
+static void ug_lock(void *sh, struct thr *t, unsigned n)
+{
+	struct lock_state *s = sh;
+
+	for (unsigned i = 0; i < n; i++) {
+		int idx = ug_spinlock_lock(s->rl);
+		if (__builtin_expect(idx < 0 || idx >= ncpus_possible, 0)) {
+			t->aux = idx < 0 ? idx : -ERANGE;
+			return;
+		}
+		s->c.slots[idx].v++;
+		rsk_spinlock_unlock(s->rl, idx);
+	}
+}
+
+static inline __attribute__((always_inline)) int ug_stack_push(struct rsk_stack *s,
+							       struct rsk_stack_node *node)
+{
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, &idx);
+		intptr_t head;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_stack_push(s, node);
+		head = __atomic_load_n(&s->part[idx].head, __ATOMIC_RELAXED);
+		node->next = (struct rsk_stack_node *)head;
+		if (RSK_PERCPU_LIKELY(rsk_arch_cmpstore_release_cpu(area, idx, &s->part[idx].head,
+								     head, (intptr_t)node) == RSK_OK))
+			return idx;
+		rsk_note_abort();
+	}
+}
+
+static inline __attribute__((always_inline)) int ug_stack_pop(struct rsk_stack *s,
+							      struct rsk_stack_node **out)
+{
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, &idx);
+		intptr_t node;
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_stack_pop(s, out);
+		ret = rsk_arch_pop_cpu(area, idx, &s->part[idx].head, 0,
+				       (intptr_t)offsetof(struct rsk_stack_node, next), &node);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
+			*out = (struct rsk_stack_node *)node;
+			return idx;
+		}
+		if (ret == RSK_CMPFAIL) {
+			*out = NULL;
+			return -ENOENT;
+		}
+		rsk_note_abort();
+	}
+}
+
+static void ug_xfer_stack(void *sh, struct thr *t, unsigned n)
+{
+	struct xfer_state *s = sh;
+#define UGS_PUSH(id) ({ int r_ = ug_stack_push(s->rs, &s->nodes[id].rn); \
+	if (r_ < 0) { t->aux = r_; } r_ < 0 ? -1 : 0; })
+#define UGS_POP(p) ({ struct rsk_stack_node *nd_; int r_ = ug_stack_pop(s->rs, &nd_); \
+	if (r_ < 0 && r_ != -ENOENT) { t->aux = r_; } \
+	if (r_ >= 0) { *(p) = ((struct snode *)(void *)((char *)nd_ - \
+				offsetof(struct snode, rn)))->id; } r_ < 0 ? -1 : 0; })
+	XFER_LOOP(s, t, n, UGS_PUSH, UGS_POP);
+}
+
+static inline __attribute__((always_inline)) int ug_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
+{
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		struct rsk_ptrbuf_part *p;
+		intptr_t count;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_ptrbuf_push(b, ptr);
+		p = rsk_ptrbuf_part_(b, idx);
+		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+		if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
+			return -ENOSPC;
+		if (RSK_PERCPU_LIKELY(rsk_arch_cmpstorestore_cpu(area, idx, &p->count, count,
+								  &p->slot[count], (intptr_t)ptr,
+								  count + 1) == RSK_OK))
+			return idx;
+		rsk_note_abort();
+	}
+}
+
+static inline __attribute__((always_inline)) int ug_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
+{
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		struct rsk_ptrbuf_part *p;
+		intptr_t count, ptr;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_ptrbuf_pop(b, out);
+		p = rsk_ptrbuf_part_(b, idx);
+		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+		if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity)) {
+			*out = NULL;
+			return -ENOENT;
+		}
+		ptr = __atomic_load_n(&p->slot[count - 1], __ATOMIC_RELAXED);
+		if (RSK_PERCPU_LIKELY(rsk_arch_cmpcmpstore_cpu(area, idx, &p->count, count,
+								&p->slot[count - 1], ptr,
+								count - 1) == RSK_OK)) {
+			*out = (void *)ptr;
+			return idx;
+		}
+		rsk_note_abort();
+	}
+}
+
+static void ug_xfer_ptr(void *sh, struct thr *t, unsigned n)
+{
+	struct xfer_state *s = sh;
+#define UGP_PUSH(id) ({ int r_ = ug_ptrbuf_push(s->rp, &s->nodes[id]); \
+	if (r_ < 0 && r_ != -ENOSPC) { t->aux = r_; } r_ < 0 ? -1 : 0; })
+#define UGP_POP(p) ({ void *o_; int r_ = ug_ptrbuf_pop(s->rp, &o_); \
+	if (r_ < 0 && r_ != -ENOENT) { t->aux = r_; } \
+	if (r_ >= 0) { *(p) = ((struct snode *)o_)->id; } r_ < 0 ? -1 : 0; })
+	XFER_LOOP(s, t, n, UGP_PUSH, UGP_POP);
+}
+
+/* Items are word-aligned whole words here: the in-place case only. */
+static inline __attribute__((always_inline)) int ug_copybuf_push(struct rsk_copybuf *b,
+								 const intptr_t *src)
+{
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		struct rsk_copybuf_part *p;
+		intptr_t count;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_copybuf_push(b, src);
+		p = rsk_copybuf_part_(b, idx);
+		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+		if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
+			return -ENOSPC;
+		if (RSK_PERCPU_LIKELY(rsk_arch_cmpcopystore_cpu(area, idx, &p->count, count,
+								 &p->item[(size_t)count * b->words],
+								 src, (intptr_t)b->words,
+								 count + 1) == RSK_OK))
+			return idx;
+		rsk_note_abort();
+	}
+}
+
+static inline __attribute__((always_inline)) int ug_copybuf_pop(struct rsk_copybuf *b,
+								intptr_t *dst)
+{
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		struct rsk_copybuf_part *p;
+		intptr_t count;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			return rsk_copybuf_pop(b, dst);
+		p = rsk_copybuf_part_(b, idx);
+		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+		if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity))
+			return -ENOENT;
+		if (RSK_PERCPU_LIKELY(rsk_arch_cmpcopystore_cpu(
+					      area, idx, &p->count, count, dst,
+					      &p->item[(size_t)(count - 1) * b->words],
+					      (intptr_t)b->words, count - 1) == RSK_OK))
+			return idx;
+		rsk_note_abort();
+	}
+}
+
+#define UG_COPY_FN(W)                                                          \
+	static void ug_xfer_copy##W(void *sh, struct thr *t, unsigned n)       \
+	{                                                                      \
+		struct xfer_state *s = sh;                                     \
+		intptr_t v_[W];                                                \
+		int torn_ = 0;                                                 \
+		XFER_LOOP(s, t, n, UGC_PUSH##W, UGC_POP##W);                   \
+		if (torn_)                                                     \
+			__atomic_fetch_add(&s->torn, torn_, __ATOMIC_RELAXED); \
+	}
+#define UGC_PUSH(W, id) ({ ITEM_FILL(v_, W, id); int r_ = ug_copybuf_push(s->rc, v_); \
+	if (r_ < 0 && r_ != -ENOSPC) { t->aux = r_; } r_ < 0 ? -1 : 0; })
+#define UGC_POP(W, p) ({ int r_ = ug_copybuf_pop(s->rc, v_); \
+	if (r_ < 0 && r_ != -ENOENT) { t->aux = r_; } \
+	if (r_ >= 0) { torn_ |= ITEM_TORN(v_, W); *(p) = v_[0]; } r_ < 0 ? -1 : 0; })
+#define UGC_PUSH2(id) UGC_PUSH(2, id)
+#define UGC_POP2(p) UGC_POP(2, p)
+#define UGC_PUSH8(id) UGC_PUSH(8, id)
+#define UGC_POP8(p) UGC_POP(8, p)
+UG_COPY_FN(2)
+UG_COPY_FN(8)
+#endif /* BENCH_HAVE_UNGATED */
+
+/* ------------------------------------------------------------------ */
+/* Fence latency: rsk_fence_cpu() of another CPU, rsk_fence_all().
+ *
+ * One measured thread (pinned, as every 1-thread row) calls the fence in
+ * its loop; meanwhile one busy thread per other allowed CPU (pinned there)
+ * runs rsk_counter_add() sections without pause, so the fence has real
+ * sections to restart.  The check: the busy threads' counter equals the
+ * adds they did (a fence restarts sections, it never loses one), and
+ * every fence returned 0.
+ */
+#ifdef BENCH_HAVE_RSK_COUNTER
+struct fence_state;
+
+struct fence_busy_arg {
+	struct fence_state *s;
+	int cpu;
+};
+
+struct fence_state {
+	struct rsk_counter *c;
+	int target; /* the CPU fence-cpu fences */
+	int nbusy;
+	int stop;
+	pthread_t busy[CPU_SETSIZE];
+	struct fence_busy_arg arg[CPU_SETSIZE];
+	uint64_t busy_ops; /* summed at join */
+	pthread_barrier_t ready;
+};
+
+static void *fence_busy(void *p)
+{
+	struct fence_busy_arg *a = p;
+	struct fence_state *s = a->s;
+	uint64_t n = 0;
+
+	pin_self(a->cpu);
+	pthread_barrier_wait(&s->ready);
+	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+		for (int k = 0; k < 64; k++)
+			rsk_counter_add(s->c, 1);
+		n += 64;
+	}
+	__atomic_fetch_add(&s->busy_ops, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void *fence_setup(int nthreads)
+{
+	struct fence_state *s = calloc(1, sizeof(*s));
+
+	(void)nthreads;
+	if (!s)
+		exit(1);
+	die_on(rsk_counter_create(&s->c, RSK_INDEX_CPU), "rsk_counter_create");
+	/* The measured thread runs on allowed_cpus[0] (1-thread rows are
+	 * pinned there); the busy threads on every other allowed CPU. */
+	s->target = nallowed > 1 ? allowed_cpus[1] : allowed_cpus[0];
+	s->nbusy = nallowed - 1;
+	pthread_barrier_init(&s->ready, NULL, (unsigned)s->nbusy + 1);
+	for (int i = 0; i < s->nbusy; i++) {
+		s->arg[i].s = s;
+		s->arg[i].cpu = allowed_cpus[i + 1];
+		if (pthread_create(&s->busy[i], NULL, fence_busy, &s->arg[i])) {
+			fprintf(stderr, "rseqkit-bench: cannot create a busy thread\n");
+			exit(1);
+		}
+	}
+	pthread_barrier_wait(&s->ready);
+	return s;
+}
+
+static void fence_stop(struct fence_state *s)
+{
+	if (__atomic_exchange_n(&s->stop, 1, __ATOMIC_RELAXED))
+		return;
+	for (int i = 0; i < s->nbusy; i++)
+		pthread_join(s->busy[i], NULL);
+}
+
+static void fence_cpu_fn(void *sh, struct thr *t, unsigned n)
+{
+	struct fence_state *s = sh;
+
+	for (unsigned i = 0; i < n; i++) {
+		int r = rsk_fence_cpu(s->target);
+		if (__builtin_expect(r < 0, 0))
+			t->aux = r;
+	}
+}
+
+static void fence_all_fn(void *sh, struct thr *t, unsigned n)
+{
+	(void)sh;
+	for (unsigned i = 0; i < n; i++) {
+		int r = rsk_fence_all();
+		if (__builtin_expect(r < 0, 0))
+			t->aux = r;
+	}
+}
+
+static int fence_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct fence_state *s = sh;
+	intptr_t sum = 0;
+
+	fence_stop(s);
+	for (int i = 0; i < n; i++)
+		if (t[i].aux < 0) {
+			snprintf(err, len, "thread %d: fence failed: %s", i, strerror((int)-t[i].aux));
+			return -1;
+		}
+	rsk_counter_sum(s->c, &sum);
+	if ((uintptr_t)sum != (uintptr_t)s->busy_ops) {
+		snprintf(err, len, "busy threads' counter %jd, adds done %ju", (intmax_t)sum,
+			 (uintmax_t)s->busy_ops);
+		return -1;
+	}
+	return 0;
+}
+
+static void fence_teardown(void *sh)
+{
+	struct fence_state *s = sh;
+
+	fence_stop(s);
+	pthread_barrier_destroy(&s->ready);
+	rsk_counter_destroy(s->c);
+	free(s);
+}
+#endif
+
+/* ------------------------------------------------------------------ */
+/* workload: a real-world pattern, three designs of one program.
+ *
+ * Worker threads (by default 4 x CPUs) process events.  One event: take
+ * an object (pop from the per-CPU buffer, else allocate from the
+ * preallocated pool), process it (five multiply-adds over its payload,
+ * a light touch: the rows compare the designs, not the work), add to WL_STATS statistics counters (events, bytes, objects
+ * allocated from the pool, objects recycled from a buffer), give the
+ * object back (push on the per-CPU buffer, else free it to the pool).  A
+ * reader thread sums the statistics every millisecond.
+ *
+ *   rseqkit        rsk_counter x 4, rsk_ptrbuf (WL_CAP per CPU)
+ *   atomic-getcpu  sched_getcpu()-indexed slots of 4 counters updated with
+ *                  atomics; per-CPU free lists (WL_CAP) under per-CPU mutexes
+ *   mutex          one mutex around the 4 shared counters and one shared
+ *                  free list (taken twice per event: get, put back + stats)
+ *
+ * The pool (rseqkit, atomic-getcpu) is a mutex-protected array stack of
+ * the preallocated objects: the path of an empty or full per-CPU part.
+ *
+ * Latency: every WL_EVERY-th event of each thread is timed on its own
+ * (CLOCK_MONOTONIC before and after); p50 and p99 come from those samples
+ * (merged over the threads, median over the repetitions).  A timed event
+ * includes the time its thread spent preempted, which is the tail an
+ * oversubscribed server sees.  The clock reads cost about 2 x 20 ns per
+ * WL_EVERY events, well under 1 ns per event.
+ *
+ * The check: events counted by the statistics == events processed (every
+ * thread's operations, warm-up touch included); allocated + recycled ==
+ * events; bytes == the bytes the threads counted themselves; every object
+ * is found exactly once in the pool and the buffers afterwards.
+ */
+#define WL_STATS 4
+#define WL_CAP 32
+#define WL_EVERY 64
+#define WL_MAX_SAMPLES (1 << 16) /* per thread and run */
+
+enum { WL_RSEQKIT, WL_GETCPU, WL_MUTEX };
+enum { WS_EVENTS, WS_BYTES, WS_ALLOC, WS_RECYCLED };
+
+struct wl_obj {
+	intptr_t id;
+	struct wl_obj *next; /* free lists */
+	uint64_t uses;
+	uint64_t data[5];
+} __attribute__((aligned(64)));
+
+struct wl_pcpu {
+	intptr_t stat[WL_STATS];
+	pthread_mutex_t mu;
+	struct wl_obj *obj[WL_CAP];
+	int n;
+} __attribute__((aligned(CACHE_LINE)));
+
+struct wl_thr {
+	uint64_t n;
+	uint32_t *lat;
+	size_t nlat;
+};
+
+struct wl_state {
+	int design;
+	int nobj;
+	struct wl_obj *objs;
+	unsigned char *seen;
+	/* the pool (and the mutex design's shared free list) */
+	pthread_mutex_t pool_mu __attribute__((aligned(CACHE_LINE)));
+	struct wl_obj **pool;
+	int npool;
+	intptr_t stat[WL_STATS]; /* mutex design, under pool_mu */
+#ifdef BENCH_HAVE_WORKLOAD_RSK
+	struct rsk_counter *rc[WL_STATS];
+	struct rsk_ptrbuf *rb;
+#endif
+	struct wl_pcpu *pc;
+	/* reader */
+	pthread_t reader;
+	int stop;
+	uint64_t passes;
+	intptr_t last_sum;
+	/* latency samples of the run */
+	pthread_mutex_t lat_mu;
+	uint32_t *lat;
+	size_t nlat, caplat;
+};
+
+static void wl_sum(struct wl_state *s, intptr_t out[WL_STATS])
+{
+	memset(out, 0, sizeof(intptr_t) * WL_STATS);
+	switch (s->design) {
+#ifdef BENCH_HAVE_WORKLOAD_RSK
+	case WL_RSEQKIT:
+		for (int k = 0; k < WL_STATS; k++)
+			rsk_counter_sum(s->rc[k], &out[k]);
+		break;
+#endif
+	case WL_GETCPU:
+		for (int c = 0; c < ncpus_possible; c++)
+			for (int k = 0; k < WL_STATS; k++)
+				out[k] += __atomic_load_n(&s->pc[c].stat[k], __ATOMIC_RELAXED);
+		break;
+	default:
+		pthread_mutex_lock(&s->pool_mu);
+		memcpy(out, s->stat, sizeof(intptr_t) * WL_STATS);
+		pthread_mutex_unlock(&s->pool_mu);
+		break;
+	}
+}
+
+static void *wl_reader(void *arg)
+{
+	struct wl_state *s = arg;
+	intptr_t st[WL_STATS];
+
+	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+		struct timespec d = {0, 1000000};
+		nanosleep(&d, NULL);
+		wl_sum(s, st);
+		s->last_sum = st[WS_EVENTS];
+		s->passes++;
+	}
+	return NULL;
+}
+
+static void *wl_setup(int nthreads, int design)
+{
+	struct wl_state *s = aligned_alloc(CACHE_LINE, sizeof(*s));
+
+	if (!s)
+		exit(1);
+	memset(s, 0, sizeof(*s));
+	s->design = design;
+	/* Enough that neither the buffers nor the pool run dry: every part
+	 * full, and one object in flight per thread, twice over. */
+	s->nobj = ncpus_possible * WL_CAP + 2 * nthreads + 64;
+	s->objs = aligned_alloc(64, sizeof(*s->objs) * (size_t)s->nobj);
+	s->seen = calloc((size_t)s->nobj, 1);
+	s->pool = calloc((size_t)s->nobj, sizeof(*s->pool));
+	s->pc = aligned_alloc(CACHE_LINE, sizeof(*s->pc) * (size_t)ncpus_possible);
+	if (!s->objs || !s->seen || !s->pool || !s->pc)
+		exit(1);
+	memset(s->objs, 0, sizeof(*s->objs) * (size_t)s->nobj);
+	memset(s->pc, 0, sizeof(*s->pc) * (size_t)ncpus_possible);
+	for (int c = 0; c < ncpus_possible; c++)
+		pthread_mutex_init(&s->pc[c].mu, NULL);
+	for (int i = 0; i < s->nobj; i++) {
+		s->objs[i].id = i;
+		s->pool[i] = &s->objs[i];
+	}
+	s->npool = s->nobj;
+	pthread_mutex_init(&s->pool_mu, NULL);
+	pthread_mutex_init(&s->lat_mu, NULL);
+#ifdef BENCH_HAVE_WORKLOAD_RSK
+	if (design == WL_RSEQKIT) {
+		for (int k = 0; k < WL_STATS; k++)
+			die_on(rsk_counter_create(&s->rc[k], RSK_INDEX_CPU), "rsk_counter_create");
+		die_on(rsk_ptrbuf_create(&s->rb, RSK_INDEX_CPU, WL_CAP, 0), "rsk_ptrbuf_create");
+	}
+#endif
+	if (pthread_create(&s->reader, NULL, wl_reader, s)) {
+		fprintf(stderr, "rseqkit-bench: cannot create the reader thread\n");
+		exit(1);
+	}
+	return s;
+}
+
+#ifdef BENCH_HAVE_WORKLOAD_RSK
+static void *wl_setup_rsk(int nthreads)
+{
+	return wl_setup(nthreads, WL_RSEQKIT);
+}
+#endif
+static void *wl_setup_getcpu(int nthreads)
+{
+	return wl_setup(nthreads, WL_GETCPU);
+}
+static void *wl_setup_mutex(int nthreads)
+{
+	return wl_setup(nthreads, WL_MUTEX);
+}
+
+static void wl_reader_stop(struct wl_state *s)
+{
+	if (__atomic_exchange_n(&s->stop, 1, __ATOMIC_RELAXED))
+		return;
+	pthread_join(s->reader, NULL);
+}
+
+static void wl_teardown(void *sh)
+{
+	struct wl_state *s = sh;
+
+	wl_reader_stop(s);
+#ifdef BENCH_HAVE_WORKLOAD_RSK
+	if (s->design == WL_RSEQKIT) {
+		for (int k = 0; k < WL_STATS; k++)
+			rsk_counter_destroy(s->rc[k]);
+		rsk_ptrbuf_destroy(s->rb);
+	}
+#endif
+	for (int c = 0; c < ncpus_possible; c++)
+		pthread_mutex_destroy(&s->pc[c].mu);
+	pthread_mutex_destroy(&s->pool_mu);
+	pthread_mutex_destroy(&s->lat_mu);
+	free(s->objs);
+	free(s->seen);
+	free(s->pool);
+	free(s->pc);
+	free(s->lat);
+	free(s);
+}
+
+static void wl_thread_init(void *sh, struct thr *t)
+{
+	struct wl_thr *w = calloc(1, sizeof(*w));
+
+	(void)sh;
+	if (!w || !(w->lat = malloc(sizeof(*w->lat) * WL_MAX_SAMPLES)))
+		exit(1);
+	w->n = 1; /* the first sample is event WL_EVERY, not the cold first one */
+	t->priv = w;
+}
+
+static void wl_thread_fini(void *sh, struct thr *t)
+{
+	struct wl_state *s = sh;
+	struct wl_thr *w = t->priv;
+
+	pthread_mutex_lock(&s->lat_mu);
+	if (s->nlat + w->nlat > s->caplat) {
+		size_t cap = (s->nlat + w->nlat) * 2;
+		uint32_t *p = realloc(s->lat, cap * sizeof(*p));
+		if (!p)
+			exit(1);
+		s->lat = p;
+		s->caplat = cap;
+	}
+	memcpy(s->lat + s->nlat, w->lat, w->nlat * sizeof(*w->lat));
+	s->nlat += w->nlat;
+	pthread_mutex_unlock(&s->lat_mu);
+	free(w->lat);
+	free(w);
+	t->priv = NULL;
+}
+
+static inline struct wl_obj *wl_pool_get(struct wl_state *s)
+{
+	struct wl_obj *o = NULL;
+
+	pthread_mutex_lock(&s->pool_mu);
+	if (s->npool > 0)
+		o = s->pool[--s->npool];
+	pthread_mutex_unlock(&s->pool_mu);
+	return o;
+}
+
+static inline void wl_pool_put(struct wl_state *s, struct wl_obj *o)
+{
+	pthread_mutex_lock(&s->pool_mu);
+	s->pool[s->npool++] = o;
+	pthread_mutex_unlock(&s->pool_mu);
+}
+
+/* The processing of one event: deterministic work on the object; returns
+ * the event's size in bytes (a statistic). */
+static inline intptr_t wl_touch(struct wl_obj *o, uint64_t seq)
+{
+	uint64_t x = seq ^ (uint64_t)o->id;
+
+	o->uses++;
+	for (int k = 0; k < 5; k++) {
+		x = x * 6364136223846793005u + 1442695040888963407u;
+		o->data[k] ^= x >> 17;
+	}
+	return 64 + (intptr_t)(x >> 60) * 8;
+}
+
+/* One event of each design; 0, or -1 when no object was to be had (the
+ * check reports it; cannot happen with nobj as sized). */
+static inline int wl_event(struct wl_state *s, struct thr *t, uint64_t seq)
+{
+	struct wl_obj *o = NULL;
+	intptr_t bytes;
+	int recycled = 0;
+
+	switch (s->design) {
+#ifdef BENCH_HAVE_WORKLOAD_RSK
+	case WL_RSEQKIT: {
+		void *p;
+		if (rsk_ptrbuf_pop(s->rb, &p) >= 0) {
+			o = p;
+			recycled = 1;
+		} else if (!(o = wl_pool_get(s))) {
+			return -1;
+		}
+		bytes = wl_touch(o, seq);
+		rsk_counter_add(s->rc[WS_EVENTS], 1);
+		rsk_counter_add(s->rc[WS_BYTES], bytes);
+		rsk_counter_add(s->rc[recycled ? WS_RECYCLED : WS_ALLOC], 1);
+		if (rsk_ptrbuf_push(s->rb, o) < 0)
+			wl_pool_put(s, o);
+		break;
+	}
+#endif
+	case WL_GETCPU: {
+		int cpu = sched_getcpu();
+		if ((unsigned)cpu >= (unsigned)ncpus_possible)
+			cpu = 0;
+		struct wl_pcpu *pc = &s->pc[cpu];
+		pthread_mutex_lock(&pc->mu);
+		if (pc->n > 0) {
+			o = pc->obj[--pc->n];
+			recycled = 1;
+		}
+		pthread_mutex_unlock(&pc->mu);
+		if (!o && !(o = wl_pool_get(s)))
+			return -1;
+		bytes = wl_touch(o, seq);
+		cpu = sched_getcpu();
+		if ((unsigned)cpu >= (unsigned)ncpus_possible)
+			cpu = 0;
+		pc = &s->pc[cpu];
+		__atomic_fetch_add(&pc->stat[WS_EVENTS], 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&pc->stat[WS_BYTES], bytes, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&pc->stat[recycled ? WS_RECYCLED : WS_ALLOC], 1,
+				   __ATOMIC_RELAXED);
+		pthread_mutex_lock(&pc->mu);
+		if (pc->n < WL_CAP) {
+			pc->obj[pc->n++] = o;
+			o = NULL;
+		}
+		pthread_mutex_unlock(&pc->mu);
+		if (o)
+			wl_pool_put(s, o);
+		break;
+	}
+	default:
+		/* One shared free list (the pool itself) and shared stats. */
+		pthread_mutex_lock(&s->pool_mu);
+		if (s->npool > 0)
+			o = s->pool[--s->npool];
+		pthread_mutex_unlock(&s->pool_mu);
+		if (!o)
+			return -1;
+		bytes = wl_touch(o, seq);
+		pthread_mutex_lock(&s->pool_mu);
+		s->stat[WS_EVENTS]++;
+		s->stat[WS_BYTES] += bytes;
+		s->stat[WS_RECYCLED]++; /* every object comes from the one list */
+		s->pool[s->npool++] = o;
+		pthread_mutex_unlock(&s->pool_mu);
+		break;
+	}
+	t->acc += bytes;
+	return 0;
+}
+
+static void wl_fn(void *sh, struct thr *t, unsigned n)
+{
+	struct wl_state *s = sh;
+	struct wl_thr *w = t->priv;
+	uint64_t seq = w->n;
+
+	for (unsigned i = 0; i < n; i++, seq++) {
+		int r;
+		if (__builtin_expect(seq % WL_EVERY == 0, 0) && w->nlat < WL_MAX_SAMPLES) {
+			uint64_t a = now_ns();
+			r = wl_event(s, t, seq);
+			uint64_t d = now_ns() - a;
+			w->lat[w->nlat++] = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+		} else {
+			r = wl_event(s, t, seq);
+		}
+		if (__builtin_expect(r < 0, 0))
+			t->aux = -ENOMEM;
+	}
+	w->n = seq;
+}
+
+static int wl_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct wl_state *s = sh;
+	intptr_t st[WL_STATS], bytes = 0;
+	uint64_t events = ops_all(t, n);
+	int dup = 0, missing = 0;
+
+	wl_reader_stop(s);
+	for (int i = 0; i < n; i++) {
+		if (t[i].aux < 0) {
+			snprintf(err, len, "thread %d: no object to be had", i);
+			return -1;
+		}
+		bytes += t[i].acc;
+	}
+	wl_sum(s, st);
+	if ((uintptr_t)st[WS_EVENTS] != (uintptr_t)events ||
+	    (uintptr_t)(st[WS_ALLOC] + st[WS_RECYCLED]) != (uintptr_t)events ||
+	    st[WS_BYTES] != bytes) {
+		snprintf(err, len,
+			 "statistics: events %jd, allocated+recycled %jd, bytes %jd; processed "
+			 "%ju events of %jd bytes",
+			 (intmax_t)st[WS_EVENTS], (intmax_t)(st[WS_ALLOC] + st[WS_RECYCLED]),
+			 (intmax_t)st[WS_BYTES], (uintmax_t)events, (intmax_t)bytes);
+		return -1;
+	}
+#define WL_SEEN(o) (dup |= (o)->id < 0 || (o)->id >= s->nobj || s->seen[(o)->id]++)
+	for (int i = 0; i < s->npool; i++)
+		WL_SEEN(s->pool[i]);
+	for (int c = 0; c < ncpus_possible; c++)
+		for (int i = 0; i < s->pc[c].n; i++)
+			WL_SEEN(s->pc[c].obj[i]);
+#ifdef BENCH_HAVE_WORKLOAD_RSK
+	if (s->design == WL_RSEQKIT) {
+		void *p;
+		for (int c = 0; c < s->rb->nr; c++)
+			while (rsk_ptrbuf_pop_cpu(s->rb, c, &p) == 0)
+				WL_SEEN((struct wl_obj *)p);
+	}
+#endif
+	for (int i = 0; i < s->nobj; i++)
+		missing += !s->seen[i];
+	if (dup || missing) {
+		snprintf(err, len, "objects: %d missing, %s duplicated or invalid", missing,
+			 dup ? "some" : "none");
+		return -1;
+	}
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+static void wl_extra(void *sh, struct sample *out)
+{
+	struct wl_state *s = sh;
+
+	if (s->nlat == 0)
+		return;
+	qsort(s->lat, s->nlat, sizeof(*s->lat), cmp_u32);
+	out->p50 = s->lat[(s->nlat - 1) / 2];
+	out->p99 = s->lat[(size_t)((double)(s->nlat - 1) * 0.99)];
+}
+
+/* ------------------------------------------------------------------ */
 /* The table                                                           */
 
+/* One row: op, impl, setup, thread_init, fn, thread_fini, check, teardown;
+ * ROWF adds the flags and the extra-figures hook. */
+#define ROW(op, name, setup, init, fn, fini, check, teardown) \
+	{op, name, setup, init, fn, fini, check, teardown, 0, NULL}
+#define ROWF(op, name, setup, init, fn, fini, check, teardown, flags, extra) \
+	{op, name, setup, init, fn, fini, check, teardown, flags, extra}
 #define COUNTER(name, fn, check) \
-	{"counter-add", name, counter_setup, NULL, fn, NULL, check, counter_teardown}
+	ROW("counter-add", name, counter_setup, NULL, fn, NULL, check, counter_teardown)
 
 static const struct impl impls[] = {
-	{"cpu-read", "rseqkit", NULL, cpu_read_init, cpu_read_rseqkit, NULL, cpu_read_check, NULL},
-	{"cpu-read", "thread-local", NULL, cpu_read_init, cpu_read_tl, NULL, cpu_read_check_tl, NULL},
-	{"cpu-read", "getcpu", NULL, cpu_read_init, cpu_read_getcpu, NULL, cpu_read_check, NULL},
+	ROW("cpu-read", "rseqkit", NULL, cpu_read_init, cpu_read_rseqkit, NULL, cpu_read_check, NULL),
+	ROW("cpu-read", "thread-local", NULL, cpu_read_init, cpu_read_tl, NULL, cpu_read_check_tl, NULL),
+	ROW("cpu-read", "getcpu", NULL, cpu_read_init, cpu_read_getcpu, NULL, cpu_read_check, NULL),
 
 	COUNTER("rseqkit", counter_add_rseqkit, counter_check_slots),
 #ifdef BENCH_HAVE_RSK_COUNTER
-	{"counter-add", "rseqkit-counter", rcounter_setup, NULL, rcounter_add, NULL, rcounter_check,
-	 rcounter_teardown},
+	ROW("counter-add", "rseqkit-counter", rcounter_setup, NULL, rcounter_add, NULL, rcounter_check,
+	    rcounter_teardown),
 #endif
-	{"counter-add", "thread-local", counter_setup, NULL, counter_add_tl, counter_tl_fini,
-	 counter_check_tl, counter_teardown},
+#ifdef BENCH_HAVE_UNGATED
+	ROW("counter-add", "rseqkit-ungated", rcounter_setup, NULL, ug_rcounter_add, NULL,
+	    rcounter_check, rcounter_teardown),
+#endif
+#ifdef BENCH_HAVE_RSK_COUNTER
+	/* rsk_counter_add() in a child started with RSEQKIT_DISABLE=1 */
+	ROWF("counter-add", "rseqkit-fallback", rcounter_setup, NULL, rcounter_add, NULL,
+	     rcounter_check, rcounter_teardown, IMPL_FALLBACK, NULL),
+#endif
+	ROW("counter-add", "thread-local", counter_setup, NULL, counter_add_tl, counter_tl_fini,
+	    counter_check_tl, counter_teardown),
 	COUNTER("atomic-shared", counter_add_atomic, counter_check_shared),
 	COUNTER("atomic-getcpu", counter_add_getcpu, counter_check_slots),
 	COUNTER("mutex", counter_add_mutex, counter_check_shared),
@@ -1144,44 +2020,98 @@ static const struct impl impls[] = {
 
 	/* Data structures (see the plan above); a new row is one line. */
 #ifdef BENCH_HAVE_RSK_SPINLOCK
-	{"spinlock", "rseqkit", lock_setup, NULL, lock_rseqkit, NULL, lock_check_slots, lock_teardown},
+	ROW("spinlock", "rseqkit", lock_setup, NULL, lock_rseqkit, NULL, lock_check_slots, lock_teardown),
 #endif
-	{"spinlock", "mutex", lock_setup, NULL, lock_mutex, NULL, lock_check_shared, lock_teardown},
-	{"spinlock", "pthread-spin", lock_setup, NULL, lock_pspin, NULL, lock_check_shared, lock_teardown},
+#ifdef BENCH_HAVE_UNGATED
+	ROW("spinlock", "rseqkit-ungated", lock_setup, NULL, ug_lock, NULL, lock_check_slots,
+	    lock_teardown),
+#endif
+#ifdef BENCH_HAVE_RSK_SPINLOCK
+	ROWF("spinlock", "rseqkit-fallback", lock_setup, NULL, lock_rseqkit, NULL, lock_check_slots,
+	     lock_teardown, IMPL_FALLBACK, NULL),
+#endif
+	ROW("spinlock", "mutex", lock_setup, NULL, lock_mutex, NULL, lock_check_shared, lock_teardown),
+	ROW("spinlock", "pthread-spin", lock_setup, NULL, lock_pspin, NULL, lock_check_shared, lock_teardown),
 #ifdef BENCH_HAVE_CK
-	{"spinlock", "ck", lock_setup, NULL, lock_ck, NULL, lock_check_shared, lock_teardown},
+	ROW("spinlock", "ck", lock_setup, NULL, lock_ck, NULL, lock_check_shared, lock_teardown),
 #endif
 
 #ifdef BENCH_HAVE_RSK_STACK
-	{"stack", "rseqkit", rstack_setup, NULL, xfer_rstack, NULL, rstack_check, xfer_teardown},
+	ROW("stack", "rseqkit", rstack_setup, NULL, xfer_rstack, NULL, rstack_check, xfer_teardown),
 #endif
-	{"stack", "mutex", xfer_setup1, NULL, xfer_mutex_ptr, NULL, mx_check, xfer_teardown},
+#ifdef BENCH_HAVE_UNGATED
+	ROW("stack", "rseqkit-ungated", rstack_setup, NULL, ug_xfer_stack, NULL, rstack_check,
+	    xfer_teardown),
+#endif
+#ifdef BENCH_HAVE_RSK_STACK
+	ROWF("stack", "rseqkit-fallback", rstack_setup, NULL, xfer_rstack, NULL, rstack_check,
+	     xfer_teardown, IMPL_FALLBACK, NULL),
+#endif
+	ROW("stack", "mutex", xfer_setup1, NULL, xfer_mutex_ptr, NULL, mx_check, xfer_teardown),
 #if defined(BENCH_HAVE_CK) && defined(CK_F_STACK_POP_MPMC)
-	{"stack", "ck", xfer_setup1, NULL, xfer_ckstack, NULL, ckstack_check, xfer_teardown},
+	ROW("stack", "ck", xfer_setup1, NULL, xfer_ckstack, NULL, ckstack_check, xfer_teardown),
 #endif
 
 #ifdef BENCH_HAVE_RSK_PTRBUF
-	{"ptrbuf", "rseqkit", rptr_setup, NULL, xfer_rptr, NULL, rptr_check, xfer_teardown},
+	ROW("ptrbuf", "rseqkit", rptr_setup, NULL, xfer_rptr, NULL, rptr_check, xfer_teardown),
 #endif
-	{"ptrbuf", "mutex", xfer_setup1, NULL, xfer_mutex_ptr, NULL, mx_check, xfer_teardown},
+#ifdef BENCH_HAVE_UNGATED
+	ROW("ptrbuf", "rseqkit-ungated", rptr_setup, NULL, ug_xfer_ptr, NULL, rptr_check,
+	    xfer_teardown),
+#endif
+#ifdef BENCH_HAVE_RSK_PTRBUF
+	ROWF("ptrbuf", "rseqkit-fallback", rptr_setup, NULL, xfer_rptr, NULL, rptr_check,
+	     xfer_teardown, IMPL_FALLBACK, NULL),
+#endif
+	ROW("ptrbuf", "mutex", xfer_setup1, NULL, xfer_mutex_ptr, NULL, mx_check, xfer_teardown),
 #if defined(BENCH_HAVE_CK) && defined(BENCH_CK_RING)
 	/* Opt-in (-DBENCH_CK_RING): with 8 threads on 2 busy CPUs, four
 	 * threads were seen spinning for minutes in ck_ring_enqueue_mpmc()
 	 * (waiting for p_tail to reach their reservation; libck 0.7.1). */
-	{"ptrbuf", "ck", xfer_setup1, NULL, xfer_ckring, NULL, ckring_check, xfer_teardown},
+	ROW("ptrbuf", "ck", xfer_setup1, NULL, xfer_ckring, NULL, ckring_check, xfer_teardown),
 #endif
 
 #ifdef BENCH_HAVE_RSK_COPYBUF
-	{"copybuf16", "rseqkit", rcopy_setup2, NULL, xfer_rcopy2, NULL, rcopy_check, xfer_teardown},
+	ROW("copybuf16", "rseqkit", rcopy_setup2, NULL, xfer_rcopy2, NULL, rcopy_check, xfer_teardown),
 #endif
-	{"copybuf16", "mutex", xfer_setup2, NULL, xfer_mutex_copy2, NULL, mx_check, xfer_teardown},
+#ifdef BENCH_HAVE_UNGATED
+	ROW("copybuf16", "rseqkit-ungated", rcopy_setup2, NULL, ug_xfer_copy2, NULL, rcopy_check,
+	    xfer_teardown),
+#endif
 #ifdef BENCH_HAVE_RSK_COPYBUF
-	{"copybuf64", "rseqkit", rcopy_setup8, NULL, xfer_rcopy8, NULL, rcopy_check, xfer_teardown},
+	ROWF("copybuf16", "rseqkit-fallback", rcopy_setup2, NULL, xfer_rcopy2, NULL, rcopy_check,
+	     xfer_teardown, IMPL_FALLBACK, NULL),
 #endif
-	{"copybuf64", "mutex", xfer_setup8, NULL, xfer_mutex_copy8, NULL, mx_check, xfer_teardown},
+	ROW("copybuf16", "mutex", xfer_setup2, NULL, xfer_mutex_copy2, NULL, mx_check, xfer_teardown),
+#ifdef BENCH_HAVE_RSK_COPYBUF
+	ROW("copybuf64", "rseqkit", rcopy_setup8, NULL, xfer_rcopy8, NULL, rcopy_check, xfer_teardown),
+#endif
+#ifdef BENCH_HAVE_UNGATED
+	ROW("copybuf64", "rseqkit-ungated", rcopy_setup8, NULL, ug_xfer_copy8, NULL, rcopy_check,
+	    xfer_teardown),
+#endif
+	ROW("copybuf64", "mutex", xfer_setup8, NULL, xfer_mutex_copy8, NULL, mx_check, xfer_teardown),
 
 	/* pool: alloc+free rows (rseqkit, mutex freelist, malloc) go here
 	 * when <rseqkit/pool.h> lands. */
+
+#ifdef BENCH_HAVE_RSK_COUNTER
+	/* Fence latency: 1 thread, busy threads on the other CPUs. */
+	ROWF("fence-cpu", "rseqkit", fence_setup, NULL, fence_cpu_fn, NULL, fence_check,
+	     fence_teardown, IMPL_ONE_THREAD, NULL),
+	ROWF("fence-all", "rseqkit", fence_setup, NULL, fence_all_fn, NULL, fence_check,
+	     fence_teardown, IMPL_ONE_THREAD, NULL),
+#endif
+
+	/* The workload: at the largest thread count (default 4 x CPUs). */
+#ifdef BENCH_HAVE_WORKLOAD_RSK
+	ROWF("workload", "rseqkit", wl_setup_rsk, wl_thread_init, wl_fn, wl_thread_fini, wl_check,
+	     wl_teardown, IMPL_MAX_THREADS, wl_extra),
+#endif
+	ROWF("workload", "atomic-getcpu", wl_setup_getcpu, wl_thread_init, wl_fn, wl_thread_fini,
+	     wl_check, wl_teardown, IMPL_MAX_THREADS, wl_extra),
+	ROWF("workload", "mutex", wl_setup_mutex, wl_thread_init, wl_fn, wl_thread_fini, wl_check,
+	     wl_teardown, IMPL_MAX_THREADS, wl_extra),
 };
 #define NIMPLS (sizeof(impls) / sizeof(impls[0]))
 
@@ -1196,6 +2126,7 @@ struct row {
 	int nsamples;
 	struct sample *s;
 	double ns_per_op, mops, spread_pct; /* medians and spread */
+	double p50, p99;		    /* medians of the sampled latencies, or 0 */
 	double x_tl, x_alt;		    /* ratios; 0 when there is none */
 };
 
@@ -1222,6 +2153,152 @@ static void summarise(struct row *r)
 	for (int i = 0; i < r->nsamples; i++)
 		v[i] = r->s[i].mops;
 	r->mops = median(v, r->nsamples);
+	for (int i = 0; i < r->nsamples; i++)
+		v[i] = r->s[i].p50;
+	r->p50 = median(v, r->nsamples);
+	for (int i = 0; i < r->nsamples; i++)
+		v[i] = r->s[i].p99;
+	r->p99 = median(v, r->nsamples);
+}
+
+/* ------------------------------------------------------------------ */
+/* Fallback rows: measured in a child process started with
+ * RSEQKIT_DISABLE=1 (the library decides its mode once, at start-up).
+ * The child is this program, re-executed with the hidden option
+ * --fallback-server RFD WFD; it answers one request per line:
+ *   request  "<impl index> <threads> <ms> <pinned 0|1>"
+ *   answer   "<rc> <ns_per_op> <mops> <p50> <p99>"
+ * with rc as run_once() returns it.  The parent sends a request where the
+ * round-robin comes to a fallback row, so those rows interleave with the
+ * others as any row does. */
+static FILE *fb_to, *fb_from; /* parent's ends; NULL: no child */
+static pid_t fb_pid = -1;
+
+static int fallback_start(const char *argv0)
+{
+	int down[2], up[2];
+
+	if (pipe(down) || pipe(up))
+		return -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		char rfd[16], wfd[16];
+		close(down[1]);
+		close(up[0]);
+		snprintf(rfd, sizeof(rfd), "%d", down[0]);
+		snprintf(wfd, sizeof(wfd), "%d", up[1]);
+		setenv("RSEQKIT_DISABLE", "1", 1);
+		execl("/proc/self/exe", argv0, "--fallback-server", rfd, wfd, (char *)NULL);
+		_exit(127);
+	}
+	close(down[0]);
+	close(up[1]);
+	fcntl(down[1], F_SETFD, FD_CLOEXEC);
+	fcntl(up[0], F_SETFD, FD_CLOEXEC);
+	fb_to = fdopen(down[1], "w");
+	fb_from = fdopen(up[0], "r");
+	fb_pid = pid;
+	if (!fb_to || !fb_from)
+		return -1;
+	/* The child says hello once it knows it runs without rseq. */
+	char line[256];
+	if (!fgets(line, sizeof(line), fb_from) || strncmp(line, "ready", 5)) {
+		fprintf(stderr, "rseqkit-bench: fallback child: %s",
+			line[0] ? line : "no answer\n");
+		fclose(fb_to);
+		fclose(fb_from);
+		fb_to = fb_from = NULL;
+		waitpid(pid, NULL, 0);
+		fb_pid = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static void fallback_stop(void)
+{
+	if (fb_to)
+		fclose(fb_to); /* EOF: the child exits */
+	if (fb_from)
+		fclose(fb_from);
+	if (fb_pid > 0)
+		waitpid(fb_pid, NULL, 0);
+	fb_to = fb_from = NULL;
+	fb_pid = -1;
+}
+
+static int run_once(const struct impl *im, int nthreads, const int *pins, unsigned ms,
+		    struct sample *out);
+
+/* The child's loop. */
+static int fallback_serve(int rfd, int wfd)
+{
+	FILE *in = fdopen(rfd, "r"), *out = fdopen(wfd, "w");
+	char line[256];
+	struct rsk_status st;
+
+	if (!in || !out)
+		return 1;
+	rsk_init();
+	rsk_status(&st);
+	if (st.available) {
+		fprintf(out, "error: rseq still available with RSEQKIT_DISABLE=1\n");
+		fclose(out);
+		return 1;
+	}
+	fprintf(out, "ready\n");
+	fflush(out);
+	while (fgets(line, sizeof(line), in)) {
+		unsigned k, ms;
+		int nt, pin;
+		struct sample smp = {0, 0, 0, 0};
+		if (sscanf(line, "%u %d %u %d", &k, &nt, &ms, &pin) != 4 || k >= NIMPLS || nt < 1 ||
+		    nt > 1024) {
+			fprintf(out, "-1 0 0 0 0\n");
+			fflush(out);
+			continue;
+		}
+		int *pins = NULL;
+		if (pin) {
+			pins = malloc(sizeof(int) * (size_t)nt);
+			for (int i = 0; i < nt; i++)
+				pins[i] = allowed_cpus[i % nallowed];
+		}
+		int rc = run_once(&impls[k], nt, pins, ms, &smp);
+		free(pins);
+		fprintf(out, "%d %.17g %.17g %.17g %.17g\n", rc, smp.ns_per_op, smp.mops, smp.p50,
+			smp.p99);
+		fflush(out);
+	}
+	return 0;
+}
+
+/* run_once(), here or in the fallback child. */
+static int run_row(const struct impl *im, int nthreads, const int *pins, unsigned ms,
+		   struct sample *out)
+{
+	if (!(im->flags & IMPL_FALLBACK))
+		return run_once(im, nthreads, pins, ms, out);
+	if (!fb_to) {
+		fprintf(stderr, "rseqkit-bench: %s/%s: no fallback child (see above)\n", im->op,
+			im->name);
+		return -1;
+	}
+	char line[256];
+	int rc;
+	fprintf(fb_to, "%u %d %u %d\n", (unsigned)(im - impls), nthreads, ms, pins ? 1 : 0);
+	fflush(fb_to);
+	if (!fgets(line, sizeof(line), fb_from) ||
+	    sscanf(line, "%d %lf %lf %lf %lf", &rc, &out->ns_per_op, &out->mops, &out->p50,
+		   &out->p99) != 5) {
+		fprintf(stderr, "rseqkit-bench: %s/%s: the fallback child died\n", im->op, im->name);
+		fallback_stop();
+		return -1;
+	}
+	return rc;
 }
 
 /* Rivals: neither an rseqkit row ("rseqkit", "rseqkit-...") nor the limit. */
@@ -1318,6 +2395,13 @@ static const char *opnote(const char *op)
 		return "push a 16-byte item by copy, pop one";
 	if (!strcmp(op, "copybuf64"))
 		return "push a 64-byte item by copy, pop one";
+	if (!strcmp(op, "fence-cpu"))
+		return "rsk_fence_cpu() of another CPU, busy threads running sections there";
+	if (!strcmp(op, "fence-all"))
+		return "rsk_fence_all(), busy threads running sections on the other CPUs";
+	if (!strcmp(op, "workload"))
+		return "one event: object from a per-CPU buffer, 4 statistics counters, object "
+		       "back; a reader sums every 1 ms";
 	return "";
 }
 
@@ -1425,10 +2509,35 @@ static int write_json(const char *path, struct row *rows, int nrows, const struc
 			fprintf(f, ", \"x_thread_local\": %.3f", r->x_tl);
 		if (r->x_alt > 0)
 			fprintf(f, ", \"x_best_alternative\": %.3f", r->x_alt);
+		if (r->p50 > 0)
+			fprintf(f, ", \"p50_ns\": %.1f, \"p99_ns\": %.1f", r->p50, r->p99);
 		fprintf(f, "}");
 		sep = ",\n";
 	}
-	fprintf(f, "\n  ],\n  \"failed\": [");
+	/* The workload, in its own words. */
+	fprintf(f, "\n  ],\n  \"workload\": {\"description\": \"worker threads process events: "
+		   "each takes an object from a per-CPU buffer (or a preallocated pool), touches "
+		   "it, adds to 4 statistics counters and puts the object back; a reader thread "
+		   "sums the statistics every 1 ms\", \"latency\": \"every %d-th event of each "
+		   "thread timed alone with CLOCK_MONOTONIC; p50/p99 over all threads' samples, "
+		   "median over the repetitions\", \"checked\": \"events counted by the "
+		   "statistics == events processed; allocated + recycled == events; bytes; every "
+		   "object found once\", \"results\": [",
+		WL_EVERY);
+	sep = "";
+	for (int i = 0; i < nrows; i++) {
+		struct row *r = &rows[i];
+		if (r->failed || strcmp(r->im->op, "workload"))
+			continue;
+		fprintf(f, "%s\n    {\"impl\": \"%s\", \"threads\": %d, \"events_per_s\": %.0f, "
+			   "\"ns_per_event\": %.4f, \"p50_ns\": %.1f, \"p99_ns\": %.1f, "
+			   "\"spread_pct\": %.2f, \"reps\": %d, \"totals_verified\": true}",
+			sep, r->im->name, r->threads, r->mops * 1e6, r->ns_per_op, r->p50, r->p99,
+			r->spread_pct, r->nsamples);
+		sep = ",";
+	}
+	fprintf(f, "\n  ]");
+	fprintf(f, "},\n  \"failed\": [");
 	sep = "";
 	for (int i = 0; i < nrows; i++)
 		if (rows[i].failed) {
@@ -1438,6 +2547,96 @@ static int write_json(const char *path, struct row *rows, int nrows, const struc
 		}
 	fprintf(f, "]\n}\n");
 	return fclose(f) ? -1 : 0;
+}
+
+static const struct row *find_row(const struct row *rows, int nrows, const char *op,
+				  const char *name, int threads)
+{
+	for (int i = 0; i < nrows; i++)
+		if (!rows[i].failed && rows[i].threads == threads && !strcmp(rows[i].im->op, op) &&
+		    !strcmp(rows[i].im->name, name))
+			return &rows[i];
+	return NULL;
+}
+
+/* The progress-protocol figures and the workload, after the targets. */
+static void extra_report(const struct row *rows, int nrows)
+{
+	static const char *const sops[] = {"counter-add", "spinlock", "stack", "ptrbuf",
+					    "copybuf16", "copybuf64"};
+	bool head = false;
+
+	for (int i = 0; i < nrows; i++) {
+		const struct row *fb = &rows[i];
+		if (fb->failed || strcmp(fb->im->name, "rseqkit-fallback"))
+			continue;
+		const struct row *mx = find_row(rows, nrows, fb->im->op, "mutex", fb->threads);
+		if (!mx)
+			continue;
+		if (!head)
+			printf("\nfallback (no rseq, RSEQKIT_DISABLE=1 child) / mutex, ns per op "
+			       "(target <= 1.00x):\n");
+		head = true;
+		double x = fb->ns_per_op / mx->ns_per_op;
+		printf("  %-12s %2d threads  %9.3f / %9.3f ns = %.2fx: %s\n", fb->im->op,
+		       fb->threads, fb->ns_per_op, mx->ns_per_op, x, x <= 1.0 ? "met" : "NOT met");
+	}
+	head = false;
+	for (size_t o = 0; o < sizeof(sops) / sizeof(sops[0]); o++)
+		for (int i = 0; i < nrows; i++) {
+			const struct row *ug = &rows[i];
+			if (ug->failed || strcmp(ug->im->name, "rseqkit-ungated") ||
+			    strcmp(ug->im->op, sops[o]))
+				continue;
+			/* the counter's gated twin is the library counter */
+			const char *gname = strcmp(sops[o], "counter-add") ? "rseqkit" : "rseqkit-counter";
+			const struct row *g = find_row(rows, nrows, sops[o], gname, ug->threads);
+			if (!g)
+				continue;
+			if (!head)
+				printf("\nprotocol cost: gated fast path / ungated copy, ns per op "
+				       "(target <= 1.15x):\n");
+			head = true;
+			double x = g->ns_per_op / ug->ns_per_op;
+			printf("  %-12s %2d threads  %9.3f / %9.3f ns = %.2fx: %s\n", sops[o],
+			       ug->threads, g->ns_per_op, ug->ns_per_op, x,
+			       x <= 1.15 ? "met" : "NOT met");
+		}
+	for (int i = 0; i < nrows; i++) {
+		const struct row *r = &rows[i];
+		if (!r->failed && !strncmp(r->im->op, "fence-", 6))
+			printf("%s%-9s latency %.0f ns (median), spread %.0f%%\n",
+			       strcmp(r->im->op, "fence-cpu") ? "" : "\nfences (1 thread, busy threads on the other CPUs):\n  ",
+			       r->im->op, r->ns_per_op, r->spread_pct);
+	}
+	head = false;
+	const struct row *base = NULL;
+	for (int i = 0; i < nrows; i++)
+		if (!rows[i].failed && !strcmp(rows[i].im->op, "workload") &&
+		    !strcmp(rows[i].im->name, "atomic-getcpu"))
+			base = &rows[i];
+	for (int i = 0; i < nrows; i++) {
+		const struct row *r = &rows[i];
+		if (r->failed || strcmp(r->im->op, "workload"))
+			continue;
+		if (!head)
+			printf("\nworkload (totals verified; latency: every %d-th event timed):\n"
+			       "  %-14s %7s %12s %10s %10s %12s\n",
+			       WL_EVERY, "impl", "threads", "events/s", "p50 ns", "p99 ns",
+			       "x getcpu");
+		head = true;
+		char xb[16] = "-";
+		if (base && base->threads == r->threads)
+			snprintf(xb, sizeof(xb), "%.2f", r->mops / base->mops);
+		printf("  %-14s %7d %12.0f %10.0f %10.0f %12s\n", r->im->name, r->threads,
+		       r->mops * 1e6, r->p50, r->p99, xb);
+	}
+	if (head && base) {
+		const struct row *r = find_row(rows, nrows, "workload", "rseqkit", base->threads);
+		if (r)
+			printf("  target: rseqkit >= 2x the events/s of atomic-getcpu: %.2fx, %s\n",
+			       r->mops / base->mops, r->mops >= 2 * base->mops ? "met" : "NOT met");
+	}
 }
 
 static bool on_path(const char *prog)
@@ -1474,8 +2673,17 @@ static int plots(const char *outdir, const char **ops, int nops, struct row *row
 		    "set grid ytics\nset datafile missing '?'\n");
 	for (int o = 0; o < nops; o++) {
 		const char *op = ops[o];
-		/* ns/op per implementation at 1 thread */
-		snprintf(path, sizeof(path), "%s/%s-1thread.dat", outdir, op);
+		/* ns/op per implementation at 1 thread (or the fewest threads
+		 * the op was measured with: the workload) */
+		int tlow = 0;
+		for (int i = 0; i < nrows; i++)
+			if (!rows[i].failed && !strcmp(rows[i].im->op, op) &&
+			    (tlow == 0 || rows[i].threads < tlow))
+				tlow = rows[i].threads;
+		char tname[32] = "1thread";
+		if (tlow > 1)
+			snprintf(tname, sizeof(tname), "%dthreads", tlow);
+		snprintf(path, sizeof(path), "%s/%s-%s.dat", outdir, op, tname);
 		FILE *d = fopen(path, "w");
 		int nbar = 0;
 		bool pinned = false;
@@ -1483,7 +2691,7 @@ static int plots(const char *outdir, const char **ops, int nops, struct row *row
 			break;
 		for (int i = 0; i < nrows; i++) {
 			struct row *r = &rows[i];
-			if (r->failed || r->threads != 1 || strcmp(r->im->op, op))
+			if (r->failed || r->threads != tlow || strcmp(r->im->op, op))
 				continue;
 			fprintf(d, "\"%s\" %.4f\n", r->im->name, r->ns_per_op);
 			pinned = r->pinned;
@@ -1491,17 +2699,17 @@ static int plots(const char *outdir, const char **ops, int nops, struct row *row
 		}
 		fclose(d);
 		if (nbar) {
-			fprintf(gp, "\nset output '%s-1thread.svg'\n", op);
-			fprintf(gp, "set title '%s, 1 thread (%s): ns per operation, lower is better'\n",
-				op, pinned ? "pinned" : "unpinned");
+			fprintf(gp, "\nset output '%s-%s.svg'\n", op, tname);
+			fprintf(gp, "set title '%s, %d thread%s (%s): ns per operation, lower is better'\n",
+				op, tlow, tlow > 1 ? "s" : "", pinned ? "pinned" : "unpinned");
 			fprintf(gp, "set style fill solid 0.7 border -1\nset boxwidth 0.6\n"
 				    "unset logscale\nset ylabel 'ns/op'\nset xlabel ''\n"
 				    "set yrange [0:*]\nset xrange [-0.6:%d.6]\n"
 				    "set xtics auto rotate by -25 noenhanced\n",
 				nbar - 1);
-			fprintf(gp, "plot '%s-1thread.dat' using 0:2:xtic(1) with boxes notitle, "
+			fprintf(gp, "plot '%s-%s.dat' using 0:2:xtic(1) with boxes notitle, "
 				    "'' using 0:2:(sprintf('%%.2f', $2)) with labels offset 0,0.8 notitle\n",
-				op);
+				op, tname);
 		}
 		/* Mops/s against threads, one line per implementation */
 		snprintf(path, sizeof(path), "%s/%s-scaling.dat", outdir, op);
@@ -1539,7 +2747,15 @@ static int plots(const char *outdir, const char **ops, int nops, struct row *row
 			tmin = tcounts[c] < tmin ? tcounts[c] : tmin;
 			tmax = tcounts[c] > tmax ? tcounts[c] : tmax;
 		}
-		if (ntc > 1 && ncol) {
+		int opcounts = 0; /* thread counts this op was measured at */
+		for (int c = 0; c < ntc; c++)
+			for (int i = 0; i < nrows; i++)
+				if (!rows[i].failed && rows[i].threads == tcounts[c] &&
+				    !strcmp(rows[i].im->op, op)) {
+					opcounts++;
+					break;
+				}
+		if (opcounts > 1 && ncol) {
 			fprintf(gp, "\nset output '%s-scaling.svg'\n", op);
 			fprintf(gp, "set title '%s: total throughput against threads (%d CPUs), higher is better'\n",
 				op, ncpus_online);
@@ -1668,7 +2884,7 @@ int main(int argc, char **argv)
 	const char *ops_arg = NULL, *threads_arg = NULL, *csv = NULL, *json = NULL;
 	char outdir[4096] = "";
 	bool no_plots = false;
-	int ms = -1;
+	int ms = -1, fb_rfd = -1, fb_wfd = -1;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -1693,6 +2909,11 @@ int main(int argc, char **argv)
 			cfg.pin_mode = -1;
 		} else if (!strcmp(a, "--no-plots")) {
 			no_plots = true;
+		} else if (!strcmp(a, "--fallback-server") && i + 2 < argc) {
+			/* hidden: the fallback child (see fallback_start) */
+			fb_rfd = atoi(argv[i + 1]);
+			fb_wfd = atoi(argv[i + 2]);
+			i += 2;
 		} else if (!strcmp(a, "--list")) {
 			for (size_t k = 0; k < NIMPLS; k++)
 				printf("%s,%s\n", impls[k].op, impls[k].name);
@@ -1750,6 +2971,10 @@ int main(int argc, char **argv)
 		ncpus = 1;
 	}
 	ncpus_possible = rsk_possible_cpus();
+	memcpy(allowed_cpus, cpus, sizeof(int) * (size_t)ncpus);
+	nallowed = ncpus;
+	if (fb_rfd >= 0)
+		return fallback_serve(fb_rfd, fb_wfd);
 
 	/* Operations, in table order unless listed. */
 	const char *ops[MAX_IMPLS];
@@ -1836,12 +3061,33 @@ int main(int argc, char **argv)
 		printf("NOTE: rseq is unavailable (%s): rseqkit rows measure the slow paths\n",
 		       rst.reason);
 
+	/* The fallback child, if a fallback row is selected. */
+	int tmax = tcounts[0];
+	for (int c = 1; c < ntc; c++)
+		tmax = tcounts[c] > tmax ? tcounts[c] : tmax;
+	bool want_fb = false;
+	for (size_t k = 0; k < NIMPLS; k++)
+		for (int o = 0; o < nops; o++)
+			if ((impls[k].flags & IMPL_FALLBACK) && !strcmp(impls[k].op, ops[o]))
+				want_fb = true;
+	if (want_fb && fallback_start(argv[0]))
+		fprintf(stderr, "rseqkit-bench: cannot start the fallback child: the "
+				"rseqkit-fallback rows fail\n");
+
 	/* Rows: for each op, for each thread count, every implementation. */
 	struct row *rows = calloc(NIMPLS * (size_t)ntc, sizeof(*rows));
 	int nrows = 0, failures = 0;
 	for (int o = 0; o < nops; o++) {
 		for (int c = 0; c < ntc; c++) {
 			int nt = tcounts[c];
+			bool any = false;
+			for (size_t k = 0; k < NIMPLS; k++)
+				if (!strcmp(impls[k].op, ops[o]) &&
+				    !((impls[k].flags & IMPL_ONE_THREAD) && nt != 1) &&
+				    !((impls[k].flags & IMPL_MAX_THREADS) && nt != tmax))
+					any = true;
+			if (!any)
+				continue;
 			bool pin = cfg.pin_mode > 0 || (cfg.pin_mode == 0 && nt == 1);
 			int *pins = NULL;
 			if (pin) {
@@ -1851,7 +3097,9 @@ int main(int argc, char **argv)
 			}
 			int first = nrows;
 			for (size_t k = 0; k < NIMPLS; k++) {
-				if (strcmp(impls[k].op, ops[o]))
+				if (strcmp(impls[k].op, ops[o]) ||
+				    ((impls[k].flags & IMPL_ONE_THREAD) && nt != 1) ||
+				    ((impls[k].flags & IMPL_MAX_THREADS) && nt != tmax))
 					continue;
 				struct row *r = &rows[nrows++];
 				r->im = &impls[k];
@@ -1859,7 +3107,7 @@ int main(int argc, char **argv)
 				r->pinned = pin;
 				r->s = calloc((size_t)cfg.reps, sizeof(*r->s));
 				struct sample warm;
-				if (run_once(r->im, nt, pins, cfg.warm_ms, &warm) < 0)
+				if (run_row(r->im, nt, pins, cfg.warm_ms, &warm) < 0)
 					r->failed = true;
 			}
 			/* Round-robin: rep 1 of every impl, then rep 2, ... */
@@ -1870,7 +3118,7 @@ int main(int argc, char **argv)
 						continue;
 					int rc = 1;
 					for (int try = 0; try < 3 && rc == 1; try++)
-						rc = run_once(r->im, nt, pins, cfg.ms, &r->s[r->nsamples]);
+						rc = run_row(r->im, nt, pins, cfg.ms, &r->s[r->nsamples]);
 					if (rc == 1)
 						fprintf(stderr, "rseqkit-bench: %s/%s, %d threads: no operation done\n",
 							r->im->op, r->im->name, nt);
@@ -1907,6 +3155,8 @@ int main(int argc, char **argv)
 		else
 			printf("  %-12s rseqkit = %.2fx thread-local\n", r->im->op, r->x_tl);
 	}
+
+	extra_report(rows, nrows);
 
 	int rc = failures ? 1 : 0;
 	if (write_csv(csvpath, rows, nrows) || write_json(jsonpath, rows, nrows, &cfg))
