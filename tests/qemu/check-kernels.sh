@@ -1,0 +1,133 @@
+#!/bin/sh
+# check-kernels.sh [NAME...]   (make check-kernels [KERNEL=NAME])
+#
+# Run rseqkit on Debian's x86-64 kernels under qemu-system-x86_64 (TCG):
+#
+#   NAME        Debian suite  kernel arguments   primitives.t in
+#   6.1         bookworm                         libc (no mm_cid: cpu mode only)
+#   6.12        trixie                           library
+#   7.2         sid                              libc (legacy registration)
+#   7.2+debug   sid           rseq_debug=1       own-area (V2 registration)
+#
+# NAME selects a row, or a row and its "+" variants (7.2 runs both 7.2
+# rows).  The kernel versions are discovered (fetch-kernel.sh), so sid
+# moves on with Debian; the names are labels.  Every boot runs, in each
+# registration configuration (libc-owned; library-owned in glibc's area;
+# library-owned in rseqkit's own 64-byte-aligned area, which registers the
+# kernel's feature size: V2 on 7.x): rseqkit-info --json, the quick stress
+# tier in both index modes, its unarmed twin (must detect loss); and once
+# identity.t and registration.t (which cover the three configurations
+# themselves); on the rseq_debug=1 boot, a control that makes a system call
+# inside a section must be caught.  FULL=1 runs primitives.t and
+# negative-primitives.t in every configuration of every boot (several
+# minutes more per boot).
+#
+# Needs qemu-system-x86 and cpio; kernels are cached in build/kernels.
+set -eu
+cd "$(dirname "$0")/../.."
+
+ARCH=x86_64
+SBUILD=${SBUILD:-build-static}
+WORK=${WORK:-build/qemu}
+CACHE=${CACHE:-build/kernels}
+MATRIX="6.1:bookworm::libc 6.12:trixie::library 7.2:sid::libc 7.2+debug:sid:rseq_debug=1:own-area"
+
+for tool in qemu-system-x86_64 cpio; do
+	command -v $tool >/dev/null || { echo "check-kernels: $tool missing (apt-get install qemu-system-x86 cpio)" >&2; exit 2; }
+done
+
+# ---- static programs and /init ----
+progs="$SBUILD/bin/rseqkit-info $SBUILD/tests/identity.t $SBUILD/tests/registration.t
+       $SBUILD/tests/primitives.t $SBUILD/tests/negative-primitives.t"
+stress=
+if [ -f tools/rseqkit-stress.c ]; then
+	stress=1
+	progs="$progs $SBUILD/bin/rseqkit-stress $SBUILD/bin/rseqkit-stress-noarm"
+fi
+# shellcheck disable=SC2086
+make -s BUILD="$SBUILD" LDFLAGS=-static $progs "$SBUILD/lib/librseqkit.a" >&2
+mkdir -p "$WORK"
+${CC:-cc} -std=gnu11 -O2 -Wall -Wextra -Werror -static -o "$WORK/init" tests/qemu/init.c
+# The rseq_debug=1 control (x86-64 asm).
+${CC:-cc} -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Iinclude -pthread -static \
+	-o "$WORK/syscall-in-section" tests/qemu/syscall-in-section.c "$SBUILD/lib/librseqkit.a"
+
+# commands PRIMITIVE-CONFIGS KERNEL-ARGS: the /cmds list of one boot.
+commands() {
+	echo "identity /bin/identity.t"
+	echo "registration /bin/registration.t"
+	for cfg in libc library own-area; do
+		case $cfg in
+		libc) env= ;;
+		library) env="GLIBC_TUNABLES=glibc.pthread.rseq=0" ;;
+		own-area) env="GLIBC_TUNABLES=glibc.pthread.rseq=0 RSEQKIT_OWN_AREA=1" ;;
+		esac
+		echo "$cfg.info $env /bin/rseqkit-info --json"
+		case $2 in *rseq_debug=1*) echo "$cfg.syscall-in-section $env /bin/syscall-in-section" ;; esac
+		if [ -n "$stress" ]; then
+			for mode in cpu cid; do
+				for t in i s l b m; do
+					echo "$cfg.stress.$mode.$t $env /bin/rseqkit-stress -T $t -I $mode -t 8 -r 2000 -1 2000"
+				done
+			done
+			echo "$cfg.stress.cpu.signal $env /bin/rseqkit-stress -T b -t 8 -r 2000 -7 -1 -m 8 -k -y"
+			echo "$cfg.negstress $env /bin/rseqkit-stress-noarm -T b -t 8 -r 500 -3 20000"
+		fi
+		case " $1 " in
+		*" $cfg "*|*" all "*)
+			echo "$cfg.prim $env /bin/primitives.t"
+			[ -z "${FULL:-}" ] || echo "$cfg.neg $env /bin/negative-primitives.t" ;;
+		esac
+	done
+}
+
+# expect RELEASE: feature size, alignment, mm_cid/node_id (1/0) it must show.
+expect() {
+	major=${1%%.*} rest=${1#*.}
+	minor=${rest%%[!0-9]*}
+	if [ "$major" -lt 6 ] || { [ "$major" -eq 6 ] && [ "$minor" -lt 3 ]; }; then
+		echo "20 32 0"
+	elif [ "$major" -lt 7 ]; then
+		echo "28 32 1"
+	else
+		echo "33 64 1"
+	fi
+}
+
+failed=0 ran=0
+t_all=$(date +%s)
+for row in $MATRIX; do
+	IFS=: read -r name suite args prim <<-EOF
+	$row
+	EOF
+	if [ $# -gt 0 ]; then
+		want=
+		for k in "$@"; do
+			case $name in "$k"|"$k"+*) want=1 ;; esac
+		done
+		[ -n "$want" ] || continue
+	fi
+	ran=$((ran + 1))
+	image=$(tests/qemu/fetch-kernel.sh "$suite" "$CACHE")
+	release=${image##*/vmlinuz-}
+	[ -z "${FULL:-}" ] || prim=all
+	commands "$prim" "$args" >"$WORK/cmds-$name"
+	# shellcheck disable=SC2086
+	tests/qemu/mkinitramfs.sh "$WORK/initrd-$name" "$WORK/init" "$WORK/cmds-$name" $progs \
+		"$WORK/syscall-in-section"
+	t0=$(date +%s)
+	# shellcheck disable=SC2086
+	tests/qemu/boot.sh $ARCH "$image" "$WORK/initrd-$name" "$WORK/console-$name.log" $args ||
+		echo "  note $name: qemu exited with status $?"
+	secs=$(($(date +%s) - t0))
+	read -r fs align cid <<-EOF
+	$(expect "$release")
+	EOF
+	awk -v name="$name" -v fs="$fs" -v align="$align" -v cid="$cid" \
+		-v debug="$(case $args in *rseq_debug=1*) echo 1 ;; *) echo 0 ;; esac)" \
+		-f tests/qemu/verdict.awk "$WORK/console-$name.log" || failed=1
+	echo "  boot $name${args:+ ($args)}: ${secs}s wall, console in $WORK/console-$name.log"
+done
+[ "$ran" -gt 0 ] || { echo "check-kernels: no kernel named $*" >&2; exit 2; }
+echo "check-kernels: $ran boot(s), $(($(date +%s) - t_all))s, $([ $failed = 0 ] && echo OK || echo FAILED)"
+exit $failed
