@@ -35,12 +35,13 @@ cpoints() {
 	l) echo 7 8 ;;
 	b) echo 7 8 9 ;;
 	m) echo 7 8 ;;
+	p) echo 7 8 9 ;;
 	esac
 }
 
 # Plan: per combination 1 + 6 asm points + 3 actions per C point.
 plan=0
-for t in s l b m i; do
+for t in s l b m i p; do
 	n=$(cpoints $t | wc -w)
 	plan=$((plan + 4 * (7 + 3 * n)))
 done
@@ -62,7 +63,7 @@ run() {
 	fi
 }
 
-for t in s l b m i; do
+for t in s l b m i p; do
 	for mode in cpu cid; do
 		for rel in "" -M; do
 			set -- -T $t -I $mode $rel -t $THREADS

@@ -34,7 +34,7 @@
 #define ITEMS_PER_THREAD 4
 
 struct options {
-	char test;		/* s l b m i */
+	char test;		/* s l b m i r p */
 	long threads, reps;
 	enum rsk_index_mode mode;
 	int release;		/* -M */
@@ -112,6 +112,7 @@ static struct shard *shards;
 static struct rsk_stack *stack;
 static struct rsk_ptrbuf *ptrbuf;
 static struct rsk_copybuf *copybuf;
+static struct rsk_pool *pool;
 static struct item *items;
 static long nitems;
 static pthread_barrier_t start_barrier;
@@ -122,6 +123,18 @@ struct worker {
 	long id;
 	long ops, aborts, fallbacks, signals, empty, errors;
 };
+
+/* -T p: every pool object carries a token.  Fresh slabs are zero, so a
+ * free object says P_FREE; whoever allocates it must find P_FREE there. */
+enum { P_FREE = 0, P_OWNED = 1, P_TRANSIT = 2 };
+struct ptoken {
+	long state;
+	long owner;  /* thread that allocated it */
+	long serial; /* its allocation count */
+	char payload[40];
+};
+static struct ptoken **handoff;	    /* nitems slots, exchanged atomically */
+static long p_allocs, p_frees, p_dups, p_bad; /* atomics */
 
 /* -T r: what the manager threads took out of the counter (exchanged to 0)
  * and how often they moved items between CPUs. */
@@ -176,6 +189,76 @@ static void account(struct worker *w, int ret, const char *what)
 		unexpected(w, what, ret);
 }
 
+/* -T p: an object just allocated by w. */
+static void p_take(struct worker *w, struct ptoken *t, long serial)
+{
+	long want = P_FREE;
+
+	if (!__atomic_compare_exchange_n(&t->state, &want, P_OWNED, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED)) {
+		if (__atomic_add_fetch(&p_dups, 1, __ATOMIC_RELAXED) == 1)
+			fprintf(stderr, "rseqkit-stress: thread %ld: object %p handed out while "
+				"state %ld (owner %ld)\n", w->id, (void *)t, want, t->owner);
+	}
+	t->owner = w->id;
+	t->serial = serial;
+	__atomic_add_fetch(&p_allocs, 1, __ATOMIC_RELAXED);
+}
+
+/* -T p: give t back to the pool; its token must say `expect`. */
+static void p_give(struct worker *w, struct ptoken *t, long expect)
+{
+	long was = __atomic_exchange_n(&t->state, P_FREE, __ATOMIC_ACQ_REL);
+	int ret;
+
+	if (was != expect)
+		__atomic_add_fetch(&p_bad, 1, __ATOMIC_RELAXED);
+	if ((ret = rsk_pool_free(pool, t)) < 0)
+		unexpected(w, "rsk_pool_free", ret);
+	else
+		w->ops++;
+	__atomic_add_fetch(&p_frees, 1, __ATOMIC_RELAXED);
+}
+
+/* -T p, one repetition: allocate 1-3 objects; every other repetition free
+ * them here (local), else hand them to other threads through the handoff
+ * array, freeing whatever was there (producer/consumer across CPUs).  Now
+ * and then drain a cache or trim the pool while everyone works. */
+static void pool_rep(struct worker *w, long rep, int n)
+{
+	struct ptoken *t[3];
+	unsigned seed = (unsigned)(w->id * 1000003 + rep);
+
+	for (int k = 0; k < n; k++) {
+		t[k] = rsk_pool_alloc(pool);
+		if (t[k] == NULL) {
+			unexpected(w, "rsk_pool_alloc", -errno);
+			n = k;
+			break;
+		}
+		w->ops++;
+		p_take(w, t[k], rep);
+	}
+	for (int k = 0; k < n; k++) {
+		if (rep % 2 == 0) {
+			p_give(w, t[k], P_OWNED);
+			continue;
+		}
+		__atomic_store_n(&t[k]->state, P_TRANSIT, __ATOMIC_RELEASE);
+		struct ptoken *old = __atomic_exchange_n(&handoff[rand_r(&seed) % (unsigned)nitems],
+							 t[k], __ATOMIC_ACQ_REL);
+		if (old != NULL)
+			p_give(w, old, P_TRANSIT);
+	}
+	if (rep % 97 == 96) {
+		int ret = rsk_pool_drain(pool, (int)((rep / 97) % pool->nr));
+		if (ret < 0)
+			unexpected(w, "rsk_pool_drain", ret);
+	}
+	if (rep % 1009 == 1008 && rsk_pool_trim(pool) < 0)
+		unexpected(w, "rsk_pool_trim", -EINVAL);
+}
+
 /* Pop a batch of 1-3 items, push them back: the parts' counts move by
  * more than one, which is what makes a stale commit lose or duplicate. */
 #define BATCH 3
@@ -187,6 +270,9 @@ static void one_rep(struct worker *w, long rep)
 	switch (opt.test) {
 	case 'i':
 		account(w, rsk_counter_add(counter, 1), "rsk_counter_add");
+		break;
+	case 'p':
+		pool_rep(w, rep, n);
 		break;
 	case 'r': { /* owners: the same as i, l, b at once, one item each */
 		struct rsk_stack_node *node;
@@ -431,14 +517,16 @@ static int check_items(char kind, long first, long count, char *what, size_t len
 static void usage(FILE *f, const char *argv0)
 {
 	fprintf(f,
-		"usage: %s [-T s|l|b|m|i|r] [-t threads] [-r reps] [-1..-9 loops] [-m N]\n"
+		"usage: %s [-T s|l|b|m|i|r|p] [-t threads] [-r reps] [-1..-9 loops] [-m N]\n"
 		"       [-y] [-k] [-s ms] [-g us] [-I cpu|cid] [-M] [-d] [-D M] [-f N]\n"
 		"       [-c] [-v] [-h]\n"
 		"  -T test     s spinlock (sharded counter under the per-CPU lock),\n"
 		"              l list (stack pop/push), b buffer (pointer buffer),\n"
 		"              m memcpy (copy buffer), i increment (counter),\n"
 		"              r remote (owners add, pop and push while managers\n"
-		"              drain, move and reset other CPUs' parts); default i\n"
+		"              drain, move and reset other CPUs' parts),\n"
+		"              p pool (object pool: local and cross-thread alloc/free,\n"
+		"              drains and trims, an ownership token per object); default i\n"
 		"  -t N        threads (default 200)\n"
 		"  -r N        repetitions per thread (default 5000)\n"
 		"  -1 .. -9 N  delay loops at injection point N (1-6 inside the asm,\n"
@@ -485,7 +573,7 @@ int main(int argc, char **argv)
 {
 	static const char *test_name[128] = {
 		['s'] = "spinlock", ['l'] = "list", ['b'] = "buffer", ['m'] = "memcpy",
-		['i'] = "increment", ['r'] = "remote",
+		['i'] = "increment", ['r'] = "remote", ['p'] = "pool",
 	};
 	struct rsk_status st;
 	int check_only = 0, c, ret;
@@ -495,8 +583,8 @@ int main(int argc, char **argv)
 	while ((c = getopt(argc, argv, ":T:t:r:1:2:3:4:5:6:7:8:9:m:yks:g:I:MdD:f:cvh")) != -1) {
 		switch (c) {
 		case 'T':
-			if (strlen(optarg) != 1 || !strchr("slbmir", optarg[0]))
-				BAD("-T wants one of s l b m i r, not '%s'", optarg);
+			if (strlen(optarg) != 1 || !strchr("slbmirp", optarg[0]))
+				BAD("-T wants one of s l b m i r p, not '%s'", optarg);
 			opt.test = optarg[0];
 			break;
 		case 't':
@@ -625,6 +713,16 @@ int main(int argc, char **argv)
 		if (ret == 0)
 			mode = stack->mode;
 		break;
+	case 'p': {
+		struct rsk_pool_config cfg = { sizeof(struct ptoken), 0, 8, 0, 0, opt.mode };
+		ret = rsk_pool_create(&pool, &cfg);
+		handoff = calloc((size_t)nitems, sizeof(*handoff));
+		if (ret == 0 && handoff == NULL)
+			ret = -ENOMEM;
+		if (ret == 0)
+			mode = pool->mode;
+		break;
+	}
 	case 'b':
 		ret = rsk_ptrbuf_create(&ptrbuf, opt.mode, nitems,
 					opt.release ? RSK_PTRBUF_RELEASE : 0);
@@ -665,8 +763,10 @@ int main(int argc, char **argv)
 	/* -T r: one manager per 4 workers (at least one). */
 	nmanagers = opt.test == 'r' ? (opt.threads + 3) / 4 : 0;
 	struct worker *mgr = calloc((size_t)nmanagers + 1, sizeof(*mgr));
-	pthread_barrier_wait(&start_barrier);
+	/* Before the barrier: the workers may run to the end before this
+	 * thread is scheduled again after it. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pthread_barrier_wait(&start_barrier);
 	for (long m = 0; m < nmanagers; m++) {
 		mgr[m].id = opt.threads + m;
 		if (pthread_create(&mgr[m].th, NULL, manager_main, &mgr[m]) != 0)
@@ -720,11 +820,37 @@ int main(int argc, char **argv)
 				 (long)sum, ops, ops - (long)sum);
 		}
 	}
-	if (!failed && opt.test == 'r') {
+	if (!failed && opt.test == 'p') {
+		struct rsk_pool_stats ps;
+		long left = 0;
+		for (long i = 0; i < nitems; i++)
+			if (handoff[i] != NULL) {
+				p_give(&w[0], handoff[i], P_TRANSIT);
+				left++;
+			}
+		rsk_pool_stats(pool, &ps);
+		if (p_dups != 0 || p_bad != 0) {
+			failed = 1;
+			snprintf(what, sizeof(what), "%ld objects handed out twice, %ld bad tokens",
+				 p_dups, p_bad);
+		} else if (p_allocs != p_frees || ps.in_use != 0) {
+			failed = 1;
+			snprintf(what, sizeof(what), "%ld allocations, %ld frees, pool says %zu in use",
+				 p_allocs, p_frees, ps.in_use);
+		} else if (rsk_pool_drain(pool, -1) != 0 || rsk_pool_trim(pool) < 0 ||
+			   rsk_pool_stats(pool, &ps) != 0 || ps.slabs != 0 || ps.bytes_mapped != 0) {
+			failed = 1;
+			snprintf(what, sizeof(what), "after drain and trim: %zu slabs, %zu bytes mapped",
+				 ps.slabs, ps.bytes_mapped);
+		}
+		if (opt.verbose)
+			printf("pool: %ld allocations, %ld handed over at the end, %zu caches\n",
+			       p_allocs, left, ps.caches);
+	} else if (!failed && opt.test == 'r') {
 		long half = nitems / 2;
 		failed = check_items('l', 0, half, what, sizeof(what)) < 0 ||
 			 check_items('b', half, half, what, sizeof(what)) < 0;
-	} else if (!failed && opt.test != 'i' && opt.test != 's') {
+	} else if (!failed && opt.test != 'i' && opt.test != 's' && opt.test != 'p') {
 		failed = check_items(opt.test, 0, nitems, what, sizeof(what)) < 0;
 	}
 	if (!failed && errors) {
@@ -746,6 +872,9 @@ int main(int argc, char **argv)
 	rsk_stack_destroy(stack);
 	rsk_ptrbuf_destroy(ptrbuf);
 	rsk_copybuf_destroy(copybuf);
+	if (pool != NULL)
+		rsk_pool_destroy(pool);
+	free(handoff);
 	free(shards);
 	free(items);
 	free(w);

@@ -4,7 +4,8 @@
  *
  * The umbrella header: registration and identity (thread.h), the
  * restartable primitive operations (ops.h), the per-CPU data structures
- * (percpu.h; counter.h, spinlock.h, stack.h, ptrbuf.h, copybuf.h).  See rseqkit(7).
+ * (percpu.h; counter.h, spinlock.h, stack.h, ptrbuf.h, copybuf.h,
+ * pool.h).  See rseqkit(7).
  */
 #ifndef RSEQKIT_RSEQKIT_H
 #define RSEQKIT_RSEQKIT_H
@@ -22,5 +23,6 @@
 #include <rseqkit/stack.h>
 #include <rseqkit/ptrbuf.h>
 #include <rseqkit/copybuf.h>
+#include <rseqkit/pool.h>
 
 #endif /* RSEQKIT_RSEQKIT_H */

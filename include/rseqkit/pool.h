@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/pool.h - per-CPU object pool (fixed-size allocator).
+ *
+ * A pool hands out objects of one size and alignment.  Each CPU (or
+ * concurrency id) has a cache: an array of up to `cache_capacity` free
+ * objects.  rsk_pool_alloc() pops from the current CPU's cache and
+ * rsk_pool_free() pushes onto it, each one critical section (a gated
+ * rsk_cmpcmpstore / rsk_cmpstorestore_release, as ptrbuf.h).  When the
+ * cache is empty, the slow path refills it with a batch of half its
+ * capacity from the pool's depot; when it is full, the slow path flushes
+ * half of it to the depot.  The depot is a mutex-protected set of slabs,
+ * each an aligned mmap() region of at least 64 KiB (at least 64 objects
+ * up to 4 KiB, 8 beyond), that keeps a free count per slab;
+ * rsk_pool_trim() returns slabs whose objects are all in the depot to the
+ * system with munmap().  The memory a process keeps cached is bounded by
+ * parts x capacity, not threads x capacity: in RSK_INDEX_CID mode the
+ * parts are created on first use, so 4 threads on a 256-CPU machine make
+ * at most 4 caches (RSK_INDEX_CPU mode creates them on first use too).
+ *
+ * Objects may be freed by any thread on any CPU: they move between caches
+ * freely (producer/consumer).  Everything percpu.h says about progress
+ * holds: without rseq, for unregistered threads, under a debugger, the
+ * same API works through the slow paths (gate closed, CPU fenced).
+ *
+ * Synchronization:
+ *
+ *   operation            may run concurrently with    ordering
+ *   -------------------  ---------------------------  -----------------------
+ *   rsk_pool_alloc       everything but destroy       acquire of the object:
+ *   rsk_pool_free        everything but destroy       what its last owner
+ *                                                     stored before freeing
+ *                                                     it is visible (frees
+ *                                                     commit with release)
+ *   rsk_pool_drain       everything but destroy       gate + fence of the
+ *                                                     CPU(s) drained
+ *   rsk_pool_trim        everything but destroy       depot lock
+ *   rsk_pool_stats       everything but destroy       a snapshot: exact
+ *                                                     only when no thread
+ *                                                     allocates or frees
+ *   rsk_pool_create      -                            -
+ *   rsk_pool_destroy     nothing                      -
+ *
+ * Debug pools (RSK_POOL_DEBUG): every object has a state (allocated or
+ * free) in its slab's header, and free objects are filled with
+ * RSK_POOL_POISON bytes.  Freeing a pointer that is not an object of the
+ * pool (outside its slabs, or not at an object's start), freeing an object
+ * twice, and writing to an object after freeing it (found when the object
+ * is allocated again, or when the pool's slab is trimmed or destroyed)
+ * print "rseqkit: pool <address>: <what> <pointer>" on stderr and call
+ * abort().  Debug frees take the depot lock to find the slab: slower, and
+ * serialised.  In a non-debug pool, freeing a foreign pointer or an
+ * object twice is undefined (rsk_pool_free only checks NULL and the
+ * alignment).
+ *
+ * Injection points (test builds): alloc - 7 after reading the index, 8
+ * after reading the count, 9 after reading the slot; free - 7, 8 likewise.
+ */
+#ifndef RSEQKIT_POOL_H
+#define RSEQKIT_POOL_H
+
+#include <rseqkit/percpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* rsk_pool_config.flags: debug checks (see above). */
+#define RSK_POOL_DEBUG 1u
+/* Largest object size, alignment, cache capacity. */
+#define RSK_POOL_MAX_SIZE     ((size_t)1 << 20)
+#define RSK_POOL_MAX_ALIGN    ((size_t)4096)
+#define RSK_POOL_MAX_CAPACITY (1L << 16)
+/* The byte free objects of a debug pool are filled with. */
+#define RSK_POOL_POISON 0x6b
+
+struct rsk_pool_config {
+	size_t size;	      /* object size, 1 .. RSK_POOL_MAX_SIZE */
+	size_t align;	      /* power of two <= RSK_POOL_MAX_ALIGN; 0: 16 */
+	long cache_capacity;  /* objects per CPU cache, 1 .. RSK_POOL_MAX_CAPACITY */
+	size_t max_bytes;     /* bound on the slabs' mapped bytes; 0 = unbounded */
+	unsigned flags;	      /* 0 or RSK_POOL_DEBUG */
+	enum rsk_index_mode mode;
+};
+
+struct rsk_pool_stats {
+	size_t in_use;	      /* objects allocated and not freed */
+	size_t cached;	      /* free objects in the per-CPU caches, total */
+	size_t cached_max;    /* ... in the fullest cache */
+	size_t caches;	      /* caches created so far */
+	size_t depot;	      /* free objects in the depot */
+	size_t slabs;	      /* slabs mapped */
+	size_t bytes_mapped;  /* their bytes */
+	size_t slab_bytes;    /* bytes of one slab */
+	size_t slab_objects;  /* objects per slab */
+	size_t object_stride; /* bytes per object (size rounded to align) */
+};
+
+/* One cache: like a ptrbuf part. */
+struct rsk_pool_part {
+	intptr_t count;	  /* objects in the cache, [0, capacity] */
+	intptr_t gate;	  /* the progress protocol's gate */
+	intptr_t slot[];  /* capacity object pointers */
+} __attribute__((aligned(RSK_PERCPU_ALIGN)));
+
+struct rsk_pool {
+	enum rsk_index_mode mode;	/* read-only: the mode in effect */
+	int nr;				/* read-only: number of possible parts */
+	unsigned flags;			/* read-only: RSK_POOL_* */
+	intptr_t capacity;		/* read-only: objects per cache */
+	size_t align;			/* read-only: object alignment */
+	struct rsk_pool_part **part;	/* nr entries, NULL until first use */
+};
+
+/*
+ * rsk_pool_create - make a pool as *cfg says; no memory is mapped yet.
+ * Returns 0, -EINVAL (out or cfg NULL, size 0 or > RSK_POOL_MAX_SIZE,
+ * align not 0 and not a power of two or > RSK_POOL_MAX_ALIGN, capacity < 1
+ * or > RSK_POOL_MAX_CAPACITY, unknown mode or flag), -ENOMEM.
+ */
+int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_config *cfg);
+
+/*
+ * rsk_pool_destroy - unmap every slab and free the pool, objects still
+ * allocated included (they become invalid).  Returns 0, -EINVAL (NULL).
+ */
+int rsk_pool_destroy(struct rsk_pool *p);
+
+/*
+ * rsk_pool_drain - move every object of the cache of part `cpu` (or of all
+ * parts, cpu = -1) to the depot, while their threads keep allocating and
+ * freeing (gate + fence).  Returns 0, -EINVAL (p NULL, cpu outside
+ * [-1, nr), or a fence failed: that cache kept its objects).
+ */
+int rsk_pool_drain(struct rsk_pool *p, int cpu);
+
+/*
+ * rsk_pool_trim - unmap the slabs whose objects are all in the depot
+ * (drain first to include the caches' objects).  Returns the number of
+ * slabs unmapped (>= 0), -EINVAL (NULL).
+ */
+int rsk_pool_trim(struct rsk_pool *p);
+
+/* rsk_pool_stats - fill *st.  Returns 0, -EINVAL (p or st NULL). */
+int rsk_pool_stats(struct rsk_pool *p, struct rsk_pool_stats *st);
+
+/* Not API: the slow paths (under the part's gate, then the depot lock)
+ * and the debug checks, called by the inline functions. */
+void *rsk_pool_alloc_slow_(struct rsk_pool *p);
+int rsk_pool_free_slow_(struct rsk_pool *p, void *obj);
+void rsk_pool_debug_alloc_(struct rsk_pool *p, void *obj);
+void rsk_pool_debug_free_(struct rsk_pool *p, void *obj);
+
+static inline void *rsk_pool_checked_(struct rsk_pool *p, void *obj)
+{
+	if (RSK_PERCPU_UNLIKELY(p->flags & RSK_POOL_DEBUG))
+		rsk_pool_debug_alloc_(p, obj);
+	return obj;
+}
+
+/*
+ * rsk_pool_alloc - an object from the current CPU's cache (refilled from
+ * the depot when empty).  Returns it, or NULL with errno ENOMEM (the pool
+ * reached max_bytes with every cache drained, or mmap failed) or EINVAL
+ * (p NULL).  Lock-free when the cache has an object.
+ */
+static inline void *rsk_pool_alloc(struct rsk_pool *p)
+{
+	unsigned aborts = 0;
+
+	if (RSK_PERCPU_UNLIKELY(p == NULL)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(p->mode, p->nr, &idx);
+		struct rsk_pool_part *c;
+		intptr_t count, obj;
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			break;
+		RSK_INJECT_C(7);
+		c = __atomic_load_n(&p->part[idx], __ATOMIC_ACQUIRE);
+		if (RSK_PERCPU_UNLIKELY(c == NULL))
+			break;
+		count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+		if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)p->capacity))
+			break; /* empty: refill */
+		RSK_INJECT_C(8);
+		obj = __atomic_load_n(&c->slot[count - 1], __ATOMIC_RELAXED);
+		RSK_INJECT_C(9);
+		ret = RSK_PERCPU_OP_(cmpcmpstore, p->mode, area, idx, &c->gate, &c->count, count,
+				     &c->slot[count - 1], obj, count - 1);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+			return rsk_pool_checked_(p, (void *)obj);
+		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
+			break;
+	}
+	return rsk_pool_alloc_slow_(p);
+}
+
+/*
+ * rsk_pool_free - give obj back: onto the current CPU's cache (half of it
+ * flushed to the depot when full), whichever thread or CPU allocated it.
+ * Returns 0, -EINVAL (p or obj NULL, obj not aligned as the pool's
+ * objects).  Lock-free when the cache has room.
+ */
+static inline int rsk_pool_free(struct rsk_pool *p, void *obj)
+{
+	unsigned aborts = 0;
+
+	if (RSK_PERCPU_UNLIKELY(p == NULL || obj == NULL || ((uintptr_t)obj & (p->align - 1))))
+		return -EINVAL;
+	if (RSK_PERCPU_UNLIKELY(p->flags & RSK_POOL_DEBUG))
+		rsk_pool_debug_free_(p, obj);
+	for (;;) {
+		int idx = -1;
+		struct rsk_abi_area *area = rsk_percpu_area_(p->mode, p->nr, &idx);
+		struct rsk_pool_part *c;
+		intptr_t count;
+		int ret;
+
+		if (RSK_PERCPU_UNLIKELY(area == NULL))
+			break;
+		RSK_INJECT_C(7);
+		c = __atomic_load_n(&p->part[idx], __ATOMIC_ACQUIRE);
+		if (RSK_PERCPU_UNLIKELY(c == NULL))
+			break;
+		count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+		if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)p->capacity))
+			break; /* full: flush */
+		RSK_INJECT_C(8);
+		ret = RSK_PERCPU_OP_(cmpstorestore_release, p->mode, area, idx, &c->gate, &c->count,
+				     count, &c->slot[count], (intptr_t)obj, count + 1);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+			return 0;
+		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
+			break;
+	}
+	return rsk_pool_free_slow_(p, obj);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RSEQKIT_POOL_H */
