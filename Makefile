@@ -119,8 +119,17 @@ $(BUILD)/tests/plugin-embedded.so: tests/plugin/dlopen_plugin.c tests/plugin_api
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) -fPIC -shared -o $@ $< $(STATIC) -Wl,--exclude-libs,ALL $(LDLIBS)
 
+# Examples (examples/*.c): complete programs against the installed-style
+# static library; tests/examples.sh runs each one.
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+.PHONY: examples
+examples: $(EXAMPLES)
+$(BUILD)/examples/%: examples/%.c $(STATIC) $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
+
 # Everything a test script may need, built before prove runs.
-TEST_DEPS := lib tools $(TESTS) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM)
+TEST_DEPS := lib tools $(TESTS) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples
 
 check: $(TEST_DEPS)
 	BUILD=$(BUILD) CC="$(CC)" CFLAGS="$(CFLAGS)" prove --exec env $(TESTS)
@@ -139,6 +148,15 @@ check-long: $(TEST_DEPS)
 # cached in build/kernels).  KERNEL=7.2 runs one; see tests/qemu/.
 check-kernels:
 	tests/qemu/check-kernels.sh $(KERNEL)
+
+# rseqkit on seven architectures: x86-64 (clang) and i386 natively,
+# aarch64, arm, ppc64le, s390x and riscv64 on Debian's kernels under
+# qemu-system (TCG), static cross-built tests as /init; one line per arch.
+# ARCH=riscv64 runs one.  Installs nothing: see tests/qemu/check-cross.sh
+# for the packages (cross compilers, qemu-system-*, cpio).
+.PHONY: check-cross
+check-cross:
+	tests/qemu/check-cross.sh $(ARCH)
 
 bench: all
 	$(BUILD)/bin/rseqkit-bench $(BENCH_ARGS)
@@ -174,3 +192,66 @@ clean:
 $(BUILD)/tests/negative-%.t: tests/%.c $(NOARM_LIB) $(LIB_HDR) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL $(TEST_PIE) $(TEST_LDPIE) $(LDFLAGS) -o $@ $< $(NOARM_LIB) $(LDLIBS)
+
+# ---------------------------------------------------------------------------
+# CI axes beyond "make check" (called from .ci/run).  Each builds in its own
+# directory through a sub-make, whatever BUILD/CFLAGS say on the command line.
+
+# ASan + UBSan (any UBSan report is fatal: -fno-sanitize-recover) over a
+# chosen subset: primitives (and its negative-control twin, which must
+# still catch lost updates), structures, registration, identity, fence, the
+# pool, the examples and the quick stress tier.  Left out, and why:
+# registration_static (ASan cannot link -static), valgrind (valgrind and
+# ASan shadow memory do not mix), seccomp and singlestep (a ptraced or
+# filtered child under ASan's own syscalls and signals tests ASan, not
+# rseqkit), registration_dlopen (plugins would need the ASan runtime
+# preloaded), install, manpages and bench_smoke (no library code under
+# test; rseqkit-bench is not built either).
+SAN_BUILD   := build-asan
+# GCC's -Wmaybe-uninitialized guesses wrong under -fsanitize (the stress
+# tool's batch loops always set the result they read): a warning there.
+SAN_CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+               -Wno-error=maybe-uninitialized
+SAN_LDFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
+SAN_TESTS   := primitives structures negative-primitives registration identity fence \
+               examples stress_quick stress_progress $(if $(wildcard tests/pool.c),pool)
+.PHONY: check-sanitize
+check-sanitize:
+	$(MAKE) BUILD=$(SAN_BUILD) CFLAGS="$(SAN_CFLAGS)" LDFLAGS="$(SAN_LDFLAGS)" lib examples \
+		$(addprefix $(SAN_BUILD)/bin/,rseqkit-info rseqkit-stress rseqkit-stress-noarm) \
+		$(SAN_TESTS:%=$(SAN_BUILD)/tests/%.t)
+	BUILD=$(SAN_BUILD) CC="$(CC)" CFLAGS="$(SAN_CFLAGS)" \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		prove --exec env $(SAN_TESTS:%=$(SAN_BUILD)/tests/%.t)
+
+# cppcheck and clang-tidy over the library (src/*.c and, through them, every
+# header of include/rseqkit/ for x86-64 and i386), with the checked-in
+# configurations .cppcheck-suppressions and .clang-tidy: zero findings.
+CPPCHECK  ?= cppcheck
+CLANG_TIDY ?= clang-tidy
+.PHONY: check-analyze
+check-analyze:
+	for arch in __x86_64__ __i386__; do \
+		$(CPPCHECK) --std=c11 --enable=warning,style,performance,portability,information \
+			--inline-suppr --suppressions-list=.cppcheck-suppressions --error-exitcode=1 -q \
+			--template='{file}:{line}: {severity} {id}: {message}' \
+			-D__GNUC__=12 -D__linux__ -D$$arch -D_GNU_SOURCE -Iinclude src/ || exit 1; \
+	done
+	$(CLANG_TIDY) --quiet $(LIB_SRC) -- -std=gnu11 -D_GNU_SOURCE -Iinclude -pthread
+	$(CLANG_TIDY) --quiet $(LIB_SRC) -- -std=gnu11 -D_GNU_SOURCE -Iinclude -pthread -DRSEQKIT_INJECT
+
+# The library, tools and tests at -O0, at -O3 and with link-time
+# optimisation, each running primitives.t and structures.t.  With -flto,
+# GCC's -Wmaybe-uninitialized sees through rsk_counter_exchange() into
+# errno values it cannot bound (the stress tool's `old` is set whenever
+# the call returns 0): a warning there, not an error.
+OPT_TESTS := primitives structures
+.PHONY: check-opt
+check-opt:
+	$(MAKE) BUILD=build-O0 CFLAGS="-O0 -g" LDFLAGS= lib tools tests
+	BUILD=build-O0 prove --exec env $(OPT_TESTS:%=build-O0/tests/%.t)
+	$(MAKE) BUILD=build-O3 CFLAGS="-O3 -g" LDFLAGS= lib tools tests
+	BUILD=build-O3 prove --exec env $(OPT_TESTS:%=build-O3/tests/%.t)
+	$(MAKE) BUILD=build-lto CFLAGS="-O2 -g -flto=auto" \
+		LDFLAGS="-flto=auto -Wno-error=maybe-uninitialized" lib tools tests
+	BUILD=build-lto prove --exec env $(OPT_TESTS:%=build-lto/tests/%.t)
