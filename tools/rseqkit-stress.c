@@ -394,7 +394,9 @@ static void *manager_main(void *arg)
 		else
 			__atomic_add_fetch(&drained, (long)old, __ATOMIC_RELAXED);
 		if (rsk_stack_pop_all_cpu(stack, from, &list) == 0) {
-			for (; list != NULL; list = next) {
+			/* No further than all items: a broken list (the
+			 * unarmed twin's) may have become a cycle. */
+			for (long walked = 0; list != NULL && walked <= nitems; list = next, walked++) {
 				next = list->next;
 				if ((ret = rsk_stack_push_cpu(stack, to, list)) < 0)
 					unexpected(w, "rsk_stack_push_cpu", ret);
