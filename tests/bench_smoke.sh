@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # rseqkit-bench --quick runs and writes well-formed results: the CSV header
 # and columns, every op with every implementation (the fixed core ones and
-# whatever --list announces), positive numbers, JSON that parses.
+# whatever --list announces), positive numbers, JSON that parses (with its
+# workload and pool_memory sections), the summaries printed.
 # Never asserts speed.
 BUILD=${BUILD:-build}
 BENCH=$BUILD/bin/rseqkit-bench
@@ -29,7 +30,7 @@ listed=$?
 pairs=$(printf '%s\n' $core | cat - "$tmp/list" | sort -u)
 npairs=$(printf '%s\n' "$pairs" | wc -l)
 
-echo "1..$((npairs + 14))"
+echo "1..$((npairs + 18))"
 ok $listed "--list works"
 
 "$BENCH" --quick --outdir "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
@@ -55,12 +56,14 @@ awk -F, 'NR > 1 {
 } END { exit bad }' "$csv" 2>/dev/null
 ok $? "every number parses and is positive"
 
-# Each pair at every thread count the run used (1, CPUs, 4 x CPUs).
-ncounts=$(awk -F, 'NR > 1 { print $3 }' "$csv" 2>/dev/null | sort -u | wc -l)
+# Each pair at every thread count the run used (1, CPUs, 4 x CPUs); pool-pc
+# runs at 2 and the largest count, which need not be among them.
+ncounts=$(awk -F, 'NR > 1 && $1 != "pool-pc" { print $3 }' "$csv" 2>/dev/null | sort -u | wc -l)
 [ "$ncounts" -ge 2 ]
 ok $? "several thread counts measured ($ncounts)"
-# Fence rows run at 1 thread only, the workload at the largest count only.
-tmax=$(awk -F, 'NR > 1 { print $3 }' "$csv" 2>/dev/null | sort -n | tail -n 1)
+# Fence rows run at 1 thread only, the workload at the largest count only,
+# pool-pc (producer/consumer pairs) at 2 threads and at the largest count.
+tmax=$(awk -F, 'NR > 1 && $1 != "pool-pc" { print $3 }' "$csv" 2>/dev/null | sort -n | tail -n 1)
 for p in $pairs; do
 	case $p in
 	fence-*)
@@ -71,6 +74,12 @@ for p in $pairs; do
 		got=$(awk -F, -v p="$p" -v t="$tmax" 'NR > 1 && $1 "," $2 == p && $3 == t' "$csv" 2>/dev/null | wc -l)
 		[ "$got" -eq 1 ]
 		ok $? "$p present at $tmax threads ($got row)" ;;
+	pool-pc,*)
+		want_pc=2
+		[ "$tmax" -gt 2 ] && [ $((tmax % 2)) -eq 0 ] && want_pc=2,$tmax
+		got=$(awk -F, -v p="$p" 'NR > 1 && $1 "," $2 == p { print $3 }' "$csv" 2>/dev/null | sort -n | paste -sd, -)
+		[ "$got" = "$want_pc" ]
+		ok $? "$p present at threads $want_pc (got ${got:-none})" ;;
 	*)
 		got=$(awk -F, -v p="$p" 'NR > 1 && $1 "," $2 == p' "$csv" 2>/dev/null | wc -l)
 		[ "$got" -eq "$ncounts" ]
@@ -89,6 +98,14 @@ missing=
 for p in $want; do grep -qx "$p" "$tmp/list" || missing="$missing $p"; done
 [ -z "$missing" ]
 ok $? "--list has the fallback, ungated, fence and workload rows${missing:+ (missing:$missing)}"
+
+# The pool rows are announced where <rseqkit/pool.h> is (a full build).
+want="pool,rseqkit pool,rseqkit-fallback pool,malloc pool,mutex pool-pc,rseqkit
+pool-pc,malloc"
+missing=
+for p in $want; do grep -qx "$p" "$tmp/list" || missing="$missing $p"; done
+[ -z "$missing" ]
+ok $? "--list has the pool and pool-pc rows${missing:+ (missing:$missing)}"
 
 python3 - "$json" "$csv" <<'EOF'
 import csv, json, sys
@@ -114,6 +131,31 @@ for r in w:
     assert r["totals_verified"] is True and r["threads"] >= 1, r
 EOF
 ok $? "JSON workload section: 3 designs, events/s, 0 < p50 <= p99, totals verified"
+
+python3 - "$json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))["pool_memory"]
+for k in ("threads", "cpus", "object_size", "cache_capacity", "caches", "cached_objects",
+          "cached_bytes", "cached_bytes_peak", "bound_bytes", "per_thread_design_bytes",
+          "bytes_mapped", "bytes_mapped_after_drain_trim", "in_use", "alloc_free_pairs"):
+    assert isinstance(m[k], int) and m[k] >= 0, (k, m.get(k))
+assert m["threads"] == 4 * m["cpus"] and m["object_size"] == 64, m
+assert m["cached_bytes"] == m["cached_objects"] * m["object_size"], m
+assert m["cached_bytes"] <= m["cached_bytes_peak"], m
+assert m["bound_bytes"] == m["cpus"] * m["cache_capacity"] * m["object_size"], m
+assert m["per_thread_design_bytes"] == m["threads"] * m["cache_capacity"] * m["object_size"], m
+assert m["in_use"] == 0 and m["alloc_free_pairs"] > 0 and m["caches"] >= 1, m
+EOF
+ok $? "JSON pool_memory section: figures present and consistent, in_use 0"
+
+grep -q "^pool: rseqkit / glibc malloc" "$tmp/stdout" &&
+	grep -Eq "^  pool +1 threads .* = [0-9.]+x: (NOT )?met$" "$tmp/stdout" &&
+	grep -Eq "^  pool-pc +2 threads .* = [0-9.]+x: (NOT )?met$" "$tmp/stdout"
+ok $? "pool / malloc ratios printed (1-thread alloc+free, 2-thread producer/consumer)"
+
+grep -q "^pool memory (" "$tmp/stdout" && grep -q "^  rseqkit pool cached: " "$tmp/stdout" &&
+	grep -q "^  per-thread cache design, same capacity: " "$tmp/stdout"
+ok $? "pool memory summary printed"
 
 grep -q "^workload (totals verified" "$tmp/stdout" && grep -q "^  target: rseqkit >= 2x" "$tmp/stdout"
 ok $? "workload summary printed"
