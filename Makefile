@@ -255,3 +255,16 @@ check-opt:
 	$(MAKE) BUILD=build-lto CFLAGS="-O2 -g -flto=auto" \
 		LDFLAGS="-flto=auto -Wno-error=maybe-uninitialized" lib tools tests
 	BUILD=build-lto prove --exec env $(OPT_TESTS:%=build-lto/tests/%.t)
+
+# musl (musl-gcc, from musl-tools): no libc registration there, so the
+# library owns it, in its own TLS area.  The primitives and structures
+# tests and the quick stress tier.  (rseqkit-bench needs glibc.)
+MUSL_BUILD := build-musl
+.PHONY: check-musl
+check-musl:
+	$(MAKE) BUILD=$(MUSL_BUILD) CC=musl-gcc lib \
+		$(addprefix $(MUSL_BUILD)/bin/,rseqkit-info rseqkit-stress rseqkit-stress-noarm) \
+		$(MUSL_BUILD)/tests/primitives.t $(MUSL_BUILD)/tests/structures.t \
+		$(MUSL_BUILD)/tests/stress_quick.t
+	BUILD=$(MUSL_BUILD) prove --exec env $(MUSL_BUILD)/tests/primitives.t \
+		$(MUSL_BUILD)/tests/structures.t $(MUSL_BUILD)/tests/stress_quick.t
