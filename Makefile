@@ -268,3 +268,9 @@ check-musl:
 		$(MUSL_BUILD)/tests/stress_quick.t
 	BUILD=$(MUSL_BUILD) prove --exec env $(MUSL_BUILD)/tests/primitives.t \
 		$(MUSL_BUILD)/tests/structures.t $(MUSL_BUILD)/tests/stress_quick.t
+
+# qemu-user (qemu-aarch64-static) returns ENOSYS for rseq: the aarch64
+# programs built by check-cross must run every operation on slow paths.
+.PHONY: check-qemu-user
+check-qemu-user:
+	prove --exec sh tests/qemu/qemu-user.sh
