@@ -80,8 +80,9 @@ $(NOARM_LIB): $(NOARM_OBJ)
 
 # i386 PIC code needs a register for the GOT; injection builds use
 # absolute addresses there so the asm keeps enough registers free.
-TEST_PIE := $(if $(findstring -m32,$(CC) $(CFLAGS)),-fno-pie,)
-TEST_LDPIE := $(if $(findstring -m32,$(CC) $(CFLAGS)),-no-pie,)
+I386_CC := $(findstring -m32,$(CC) $(CFLAGS))$(findstring i686-,$(CC))
+TEST_PIE := $(if $(I386_CC),-fno-pie,)
+TEST_LDPIE := $(if $(I386_CC),-no-pie,)
 
 $(BUILD)/bin/%: tools/%.c $(STATIC) $(LIB_HDR) $(wildcard tools/*.h)
 	@mkdir -p $(@D)

@@ -5,7 +5,8 @@
 #
 #   ARCH      how                        compiler                      kernel
 #   x86_64    native, built with clang   clang                         the host's
-#   i386      native                     gcc -m32 (gcc-multilib)       the host's
+#   i386      native                     i686-linux-gnu-gcc -static    the host's
+#                                        (or gcc -m32, gcc-multilib)
 #   aarch64   qemu-system-aarch64 (TCG)  aarch64-linux-gnu-gcc         Debian trixie cloud-arm64
 #   arm       qemu-system-arm            arm-linux-gnueabihf-gcc -marm Debian trixie armmp
 #   ppc64le   qemu-system-ppc64          powerpc64le-linux-gnu-gcc     Debian trixie powerpc64le
@@ -36,11 +37,10 @@
 # libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
 # gcc-powerpc64le-linux-gnu libc6-dev-ppc64el-cross gcc-s390x-linux-gnu
 # libc6-dev-s390x-cross gcc-riscv64-linux-gnu libc6-dev-riscv64-cross;
-# qemu-system-arm qemu-system-ppc qemu-system-misc; clang; gcc-multilib
-# for i386 (which conflicts with the cross compilers on Debian: i386 is
-# then reported as skipped, and `make BUILD=build-32 CC="gcc -m32" check`
-# covers it in another CI phase).  A missing tool skips its arch with the
-# reason (counted as a failure when STRICT=1).
+# qemu-system-arm qemu-system-ppc qemu-system-misc; clang;
+# gcc-i686-linux-gnu libc6-dev-i386-cross for i386 (gcc-multilib's gcc -m32
+# also works, but conflicts with the cross compilers on Debian).  A missing
+# tool skips its arch with the reason (counted as a failure when STRICT=1).
 #
 # Tunables (environment): THREADS (8), REPS (2000), LOOPS (2000) of the
 # stress tier; BOOT_TIMEOUT (900 s per boot); JOBS (2) for make.
@@ -131,7 +131,13 @@ for arch in $arches; do
 	ldflags=-static
 	case $arch in
 	x86_64) cc=clang ldflags= ;;
-	i386) cc="gcc -m32" ldflags= ;;
+	i386) # Debian's i686 cross compiler coexists with the others;
+		# gcc -m32 needs gcc-multilib, which conflicts with them.
+		if command -v i686-linux-gnu-gcc >/dev/null 2>&1; then
+			cc=i686-linux-gnu-gcc ldflags=-static
+		else
+			cc="gcc -m32" ldflags=
+		fi ;;
 	aarch64) cc=aarch64-linux-gnu-gcc ;;
 	arm) cc="arm-linux-gnueabihf-gcc -marm" ;;
 	ppc64le) cc=powerpc64le-linux-gnu-gcc ;;
