@@ -37,7 +37,12 @@
  *
  *   For every one of those, a gated twin rsk_arch_gated_<op>_X taking one
  *   more (last) argument `const intptr_t *gate`, which loads *gate after
- *   arming and returns 2 (stopped, nothing stored) unless it is 0.
+ *   arming and returns 2 (stopped, nothing stored) unless it is 0.  That
+ *   load is a load-acquire: the section's later loads of the data must not
+ *   be satisfied before it, or a section that reads the gate reopened
+ *   (rsk_gate_open is a store-release after a slow path's plain stores)
+ *   could commit a value computed from the data as it was before that slow
+ *   path ran.
  *
  *   and _release_ variants of cmpstore, cmpstorestore and cmpcopystore
  *   (rsk_arch_cmpstore_release_X ...) whose commit store is ordered after

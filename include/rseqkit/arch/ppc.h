@@ -26,7 +26,8 @@
  * nothing beyond their own dependencies; the _release variants execute
  * lwsync just before the commit store, which orders every earlier load
  * and store of the thread (the speculative stores of the section
- * included) before it: a store-release.
+ * included) before it: a store-release.  The gated twins load the gate
+ * with acquire ordering (ld; cmpdi; bne-; isync; see below).
  */
 #ifndef RSK_ARCH_INSIDE
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/ppc.h"
@@ -372,18 +373,23 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * loads *gate after arming and leaves through `stopped` (return 2) unless
  * it is 0 (see <rseqkit/progress.h>).
  *
- * Why the gate load needs no barrier on this weakly ordered CPU: the slow
- * path closes the gate with a CAS and then fences the CPU with membarrier
- * (PRIVATE_EXPEDITED_RSEQ, FLAG_CPU).  The fence interrupts that CPU; the
- * interrupt is precise, so a section of ours that is running there has
- * either retired its commit store (it is finished, and the full barrier
- * the kernel executes on that CPU makes the store visible before
- * membarrier returns) or not (its IP is inside [start_ip, commit] and it
- * is restarted, whatever its gate load returned, however early that load
- * was satisfied).  A section that starts after the interrupt runs after
- * the barriers that membarrier places between the CAS and the IPI and in
- * the IPI itself, so its load sees the gate closed.  No section can
- * therefore commit on a gate it read open once the fence has returned.
+ * Closing the gate needs no ordering from the section: the slow path
+ * closes it with a CAS and then fences the CPU with membarrier
+ * (PRIVATE_EXPEDITED_RSEQ, FLAG_CPU).  The interrupt is precise, so a
+ * section of ours running there has either retired its commit store (the
+ * kernel's full barrier on that CPU makes it visible before membarrier
+ * returns) or not (it is restarted, whatever its gate load returned); a
+ * section that starts after the interrupt runs after the handler's
+ * barrier, so its load sees the gate closed.
+ *
+ * Reopening is what needs ordering: the slow path writes the part with
+ * plain stores and then store-releases gate = 0.  POWER may satisfy the
+ * section's load of *v before its gate load (loads after a conditional
+ * branch execute speculatively), so a section that reads the 0 could
+ * still hold the value *v had before the slow path and commit over its
+ * update.  The gate load is therefore an acquire, the usual POWER idiom:
+ * ld; cmpdi; bne- (the control dependency) followed by isync, which keeps
+ * every later instruction from executing before the branch resolves.
  */
 #define RSK_PPC_CAT_(a, b, c) a##b##_##c
 #define RSK_PPC_CAT(a, b, c)  RSK_PPC_CAT_(a, b, c)
@@ -409,7 +415,8 @@ RSK_PPC_DEFINE_OPS(cid, "24")
 	".popsection\n\t"                                                      \
 	"ld %[tmp], 0(%[gate])\n\t"                                            \
 	"cmpdi %[tmp], 0\n\t"                                                  \
-	"bne- %l[stopped]\n\t"
+	"bne- %l[stopped]\n\t"                                               \
+	"isync\n\t"
 #define RSK_PPC_GATE_IN , [gate] "b"(gate)
 RSK_PPC_DEFINE_OPS(cpu, "4")
 RSK_PPC_DEFINE_OPS(cid, "24")

@@ -29,7 +29,8 @@
  * beyond their own dependencies; the _release variants execute
  * `fence rw, w` just before the commit store, which orders every earlier
  * load and store of the thread (the section's speculative stores included)
- * before it: a store-release.
+ * before it: a store-release.  The gated twins load the gate with acquire
+ * ordering (ld; fence r, rw; see below).
  */
 #ifndef RSK_ARCH_INSIDE
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/riscv.h"
@@ -358,18 +359,21 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * loads *gate after arming and leaves through `stopped` (return 2) unless
  * it is 0 (see <rseqkit/progress.h>).
  *
- * Why the gate load needs no fence under RVWMO: the slow path closes the
- * gate with a CAS and then fences the CPU with membarrier
- * (PRIVATE_EXPEDITED_RSEQ, FLAG_CPU).  The fence interrupts that CPU;
- * traps are precise, so a section of ours that is running there has
- * either retired its commit store (it is finished, and the full barrier
- * the kernel executes on that CPU makes the store visible before
- * membarrier returns) or not (its pc is inside [start_ip, commit] and it
- * is restarted, whatever its gate load returned, however early that load
- * was satisfied).  A section that starts after the interrupt runs after
- * the barriers that membarrier places between the CAS and the IPI and in
- * the IPI itself, so its load sees the gate closed.  No section can
- * therefore commit on a gate it read open once the fence has returned.
+ * Closing the gate needs no ordering from the section: the slow path
+ * closes it with a CAS and then fences the CPU with membarrier
+ * (PRIVATE_EXPEDITED_RSEQ, FLAG_CPU).  Traps are precise, so a section of
+ * ours running there has either retired its commit store (the kernel's
+ * full barrier on that CPU makes it visible before membarrier returns) or
+ * not (it is restarted, whatever its gate load returned); a section that
+ * starts after the interrupt runs after the handler's barrier, so its
+ * load sees the gate closed.
+ *
+ * Reopening is what needs ordering: the slow path writes the part with
+ * plain stores and then store-releases gate = 0.  RVWMO lets the section's
+ * load of *v be satisfied before its gate load (a branch orders later
+ * stores, not later loads), so a section that reads the 0 could still
+ * hold the value *v had before the slow path and commit over its update.
+ * The gate load is therefore an acquire: `ld` followed by `fence r, rw`.
  */
 #define RSK_RV_CAT_(a, b, c) a##b##_##c
 #define RSK_RV_CAT(a, b, c)  RSK_RV_CAT_(a, b, c)
@@ -394,6 +398,7 @@ RSK_RV_DEFINE_OPS(cid, "24")
 	".8byte 1b, %l[stopped]\n\t"                                           \
 	".popsection\n\t"                                                      \
 	"ld %[tmp], 0(%[gate])\n\t"                                            \
+	"fence r, rw\n\t"                                                      \
 	"bnez %[tmp], %l[stopped]\n\t"
 #define RSK_RV_GATE_IN , [gate] "r"(gate)
 RSK_RV_DEFINE_OPS(cpu, "4")
