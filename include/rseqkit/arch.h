@@ -62,6 +62,28 @@
 #include <rseqkit/abi.h>
 #include <rseqkit/inject.h>
 
+/*
+ * How an arch header writes its operations: one macro,
+ * RSK_ARCH_DEFINE_OPS(X, OFF), defines every operation for the index field
+ * X (cpu or cid; OFF is the field's offset in struct rseq, as a string).
+ * It is expanded four times below: plain and gated, for each field.  The
+ * body names its functions RSK_ARCH_FN(op, X) and writes whatever only the
+ * gated twins have (the `gate` parameter, its asm operand, the gate load)
+ * inside RSK_GATED(...), which is empty in the plain expansion.
+ */
+#define RSK_GATED(...)		 RSK_GATED_(RSK_ARCH_GATED, __VA_ARGS__)
+#define RSK_GATED_(g, ...)	 RSK_GATED__(g, __VA_ARGS__)
+#define RSK_GATED__(g, ...)	 RSK_GATED_##g(__VA_ARGS__)
+#define RSK_GATED_0(...)
+#define RSK_GATED_1(...)	 __VA_ARGS__
+#define RSK_ARCH_FN(op, X)	 RSK_ARCH_FN_(RSK_ARCH_GATED, op, X)
+#define RSK_ARCH_FN_(g, op, X)	 RSK_ARCH_FN__(g, op, X)
+#define RSK_ARCH_FN__(g, op, X)	 RSK_ARCH_FN_##g(op, X)
+#define RSK_ARCH_FN_0(op, X)	 rsk_arch_##op##_##X
+#define RSK_ARCH_FN_1(op, X)	 rsk_arch_gated_##op##_##X
+#define RSK_GATE_PARAM		 RSK_GATED(, const intptr_t *gate)
+#define RSK_GATE_ARG		 RSK_GATED(, gate)
+
 #define RSK_ARCH_INSIDE 1
 #if defined(__x86_64__) || defined(__i386__)
 #include <rseqkit/arch/x86.h>
@@ -79,5 +101,14 @@
 #error "rseqkit: no restartable-sequence layer for this architecture (supported: x86_64, i386, aarch64, arm (A32/T32, ARMv7+), ppc64 (LE and BE), s390x, riscv64)"
 #endif
 #undef RSK_ARCH_INSIDE
+
+#define RSK_ARCH_GATED 0
+RSK_ARCH_DEFINE_OPS(cpu, "4")
+RSK_ARCH_DEFINE_OPS(cid, "24")
+#undef RSK_ARCH_GATED
+#define RSK_ARCH_GATED 1
+RSK_ARCH_DEFINE_OPS(cpu, "4")
+RSK_ARCH_DEFINE_OPS(cid, "24")
+#undef RSK_ARCH_GATED
 
 #endif /* RSEQKIT_ARCH_H */

@@ -182,7 +182,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 
 #define RSK_A64_DEF_CMPSTORE(NAME, X, OFF, COMMIT)			       \
 	RSK_A64_FN NAME(struct rsk_abi_area *area, int idx, intptr_t *v,       \
-			intptr_t expect, intptr_t newv RSK_A64_GATE_PARAM)     \
+			intptr_t expect, intptr_t newv RSK_GATE_PARAM)     \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_A64_INJECT_DECL					       \
@@ -207,7 +207,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_A64_DEF_CMPCMPSTORE(NAME, X, OFF, COMMIT)			       \
 	RSK_A64_FN NAME(struct rsk_abi_area *area, int idx, intptr_t *v,       \
 			intptr_t expect, intptr_t *v2, intptr_t expect2,       \
-			intptr_t newv RSK_A64_GATE_PARAM)		       \
+			intptr_t newv RSK_GATE_PARAM)		       \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_A64_INJECT_DECL					       \
@@ -237,7 +237,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_A64_DEF_CMPSTORESTORE(NAME, X, OFF, COMMIT)			       \
 	RSK_A64_FN NAME(struct rsk_abi_area *area, int idx, intptr_t *v,       \
 			intptr_t expect, intptr_t *v2, intptr_t newv2,	       \
-			intptr_t newv RSK_A64_GATE_PARAM)		       \
+			intptr_t newv RSK_GATE_PARAM)		       \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_A64_INJECT_DECL					       \
@@ -266,7 +266,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_A64_DEF_CMPCOPYSTORE(NAME, X, OFF, COMMIT)			       \
 	RSK_A64_FN NAME(struct rsk_abi_area *area, int idx, intptr_t *v,       \
 			intptr_t expect, intptr_t *dst, const intptr_t *src,   \
-			intptr_t nwords, intptr_t newv RSK_A64_GATE_PARAM)     \
+			intptr_t nwords, intptr_t newv RSK_GATE_PARAM)     \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_A64_INJECT_DECL					       \
@@ -300,27 +300,27 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * One set of operations per index field.  X names the variant (cpu, cid),
  * OFF is the field's byte offset in struct rsk_abi_area as a string.
  */
-#define RSK_A64_DEFINE_OPS(X, OFF)					       \
-	RSK_A64_DEF_CMPSTORE(RSK_A64_NAME(cmpstore, X), X, OFF,		       \
+#define RSK_ARCH_DEFINE_OPS(X, OFF)					       \
+	RSK_A64_DEF_CMPSTORE(RSK_ARCH_FN(cmpstore, X), X, OFF,		       \
 			     RSK_A64_COMMIT_PLAIN)			       \
-	RSK_A64_DEF_CMPSTORE(RSK_A64_NAME(cmpstore_release, X), X, OFF,	       \
+	RSK_A64_DEF_CMPSTORE(RSK_ARCH_FN(cmpstore_release, X), X, OFF,	       \
 			     RSK_A64_COMMIT_RELEASE)			       \
-	RSK_A64_DEF_CMPCMPSTORE(RSK_A64_NAME(cmpcmpstore, X), X, OFF,	       \
+	RSK_A64_DEF_CMPCMPSTORE(RSK_ARCH_FN(cmpcmpstore, X), X, OFF,	       \
 				RSK_A64_COMMIT_PLAIN)			       \
-	RSK_A64_DEF_CMPSTORESTORE(RSK_A64_NAME(cmpstorestore, X), X, OFF,      \
+	RSK_A64_DEF_CMPSTORESTORE(RSK_ARCH_FN(cmpstorestore, X), X, OFF,      \
 				  RSK_A64_COMMIT_PLAIN)			       \
-	RSK_A64_DEF_CMPSTORESTORE(RSK_A64_NAME(cmpstorestore_release, X), X,   \
+	RSK_A64_DEF_CMPSTORESTORE(RSK_ARCH_FN(cmpstorestore_release, X), X,   \
 				  OFF, RSK_A64_COMMIT_RELEASE)		       \
-	RSK_A64_DEF_CMPCOPYSTORE(RSK_A64_NAME(cmpcopystore, X), X, OFF,	       \
+	RSK_A64_DEF_CMPCOPYSTORE(RSK_ARCH_FN(cmpcopystore, X), X, OFF,	       \
 				 RSK_A64_COMMIT_PLAIN)			       \
-	RSK_A64_DEF_CMPCOPYSTORE(RSK_A64_NAME(cmpcopystore_release, X), X,     \
+	RSK_A64_DEF_CMPCOPYSTORE(RSK_ARCH_FN(cmpcopystore_release, X), X,     \
 				 OFF, RSK_A64_COMMIT_RELEASE)		       \
 									       \
 	/* A load, an add and the commit store: the delay between load and     \
 	 * store (point 3) is the window a lost update needs. */               \
-	RSK_A64_FN RSK_A64_NAME(add, X)(struct rsk_abi_area *area, int idx,    \
+	RSK_A64_FN RSK_ARCH_FN(add, X)(struct rsk_abi_area *area, int idx,    \
 					intptr_t *v,			       \
-					intptr_t count RSK_A64_GATE_PARAM)     \
+					intptr_t count RSK_GATE_PARAM)     \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_A64_INJECT_DECL					       \
@@ -339,10 +339,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		RSK_A64_TAIL_NOCMP					       \
 	}								       \
 									       \
-	RSK_A64_FN RSK_A64_NAME(pop, X)(struct rsk_abi_area *area, int idx,    \
+	RSK_A64_FN RSK_ARCH_FN(pop, X)(struct rsk_abi_area *area, int idx,    \
 					intptr_t *v, intptr_t expectnot,       \
 					intptr_t offset,		       \
-					intptr_t *out RSK_A64_GATE_PARAM)      \
+					intptr_t *out RSK_GATE_PARAM)      \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_A64_INJECT_DECL					       \
@@ -366,10 +366,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		RSK_A64_TAIL_CMP					       \
 	}								       \
 									       \
-	RSK_A64_FN RSK_A64_NAME(derefadd, X)(struct rsk_abi_area *area,	       \
+	RSK_A64_FN RSK_ARCH_FN(derefadd, X)(struct rsk_abi_area *area,	       \
 					     int idx, intptr_t *const *ptr,    \
 					     intptr_t off,		       \
-					     intptr_t inc RSK_A64_GATE_PARAM)  \
+					     intptr_t inc RSK_GATE_PARAM)  \
 	{								       \
 		intptr_t tmp, val;					       \
 		RSK_A64_INJECT_DECL					       \
@@ -398,30 +398,11 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * leaves through `stopped` (return 2) unless it is 0.  The plain ones
  * never branch to `stopped`; the label only keeps one body for both.
  */
-#define RSK_A64_CAT_(a, b, c) a##b##_##c
-#define RSK_A64_CAT(a, b, c)  RSK_A64_CAT_(a, b, c)
-#define RSK_A64_NAME(op, X)   RSK_A64_CAT(RSK_A64_PFX, op, X)
-
-#define RSK_A64_PFX rsk_arch_
-#define RSK_A64_GATE_PARAM
-#define RSK_A64_GATE_ASM ""
-#define RSK_A64_GATE_IN
-RSK_A64_DEFINE_OPS(cpu, "4")
-RSK_A64_DEFINE_OPS(cid, "24")
-#undef RSK_A64_PFX
-#undef RSK_A64_GATE_PARAM
-#undef RSK_A64_GATE_ASM
-#undef RSK_A64_GATE_IN
-
-#define RSK_A64_PFX	   rsk_arch_gated_
-#define RSK_A64_GATE_PARAM , const intptr_t *gate
-#define RSK_A64_GATE_ASM						       \
-	".pushsection __rseq_exit_point_array, \"aw\"\n\t"		       \
-	".balign 8\n\t"							       \
-	".quad 1b, %l[stopped]\n\t"					       \
-	".popsection\n\t"						       \
-	"ldar %[tmp], [%[gate]]\n\t"					       \
-	"cbnz %[tmp], %l[stopped]\n\t"
-#define RSK_A64_GATE_IN , [gate] "r"(gate)
-RSK_A64_DEFINE_OPS(cpu, "4")
-RSK_A64_DEFINE_OPS(cid, "24")
+#define RSK_A64_GATE_ASM RSK_GATED(                                           \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                    \
+	".balign 8\n\t"                                                       \
+	".quad 1b, %l[stopped]\n\t"                                           \
+	".popsection\n\t"                                                     \
+	"ldar %[tmp], [%[gate]]\n\t"                                          \
+	"cbnz %[tmp], %l[stopped]\n\t")
+#define RSK_A64_GATE_IN RSK_GATED(, [gate] "r"(gate))

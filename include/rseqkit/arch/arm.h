@@ -215,7 +215,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 
 #define RSK_ARM_DEF_CMPSTORE(NAME, OFF, COMMIT)				       \
 	RSK_ARM_FN NAME(struct rsk_abi_area *area, int idx, intptr_t *v,       \
-			intptr_t expect, intptr_t newv RSK_ARM_GATE_PARAM)     \
+			intptr_t expect, intptr_t newv RSK_GATE_PARAM)     \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_ARM_INJECT_DECL					       \
@@ -239,7 +239,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_ARM_DEF_CMPCMPSTORE(NAME, OFF, COMMIT)			       \
 	RSK_ARM_FN NAME(struct rsk_abi_area *area, int idx, intptr_t *v,       \
 			intptr_t expect, intptr_t *v2, intptr_t expect2,       \
-			intptr_t newv RSK_ARM_GATE_PARAM)		       \
+			intptr_t newv RSK_GATE_PARAM)		       \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_ARM_INJECT_DECL					       \
@@ -268,7 +268,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_ARM_DEF_CMPSTORESTORE(NAME, OFF, COMMIT)			       \
 	RSK_ARM_FN NAME(struct rsk_abi_area *area, int idx, intptr_t *v,       \
 			intptr_t expect, intptr_t *v2, intptr_t newv2,	       \
-			intptr_t newv RSK_ARM_GATE_PARAM)		       \
+			intptr_t newv RSK_GATE_PARAM)		       \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_ARM_INJECT_DECL					       \
@@ -297,7 +297,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_ARM_DEF_CMPCOPYSTORE(NAME, OFF, COMMIT)			       \
 	RSK_ARM_FN NAME(struct rsk_abi_area *area, int idx, intptr_t *v,       \
 			intptr_t expect, intptr_t *dst, const intptr_t *src,   \
-			intptr_t nwords, intptr_t newv RSK_ARM_GATE_PARAM)     \
+			intptr_t nwords, intptr_t newv RSK_GATE_PARAM)     \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_ARM_INJECT_DECL					       \
@@ -331,27 +331,27 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * One set of operations per index field.  X names the variant (cpu, cid),
  * OFF is the field's byte offset in struct rsk_abi_area as a string.
  */
-#define RSK_ARM_DEFINE_OPS(X, OFF)					       \
-	RSK_ARM_DEF_CMPSTORE(RSK_ARM_NAME(cmpstore, X), OFF,		       \
+#define RSK_ARCH_DEFINE_OPS(X, OFF)					       \
+	RSK_ARM_DEF_CMPSTORE(RSK_ARCH_FN(cmpstore, X), OFF,		       \
 			     RSK_ARM_COMMIT_PLAIN)			       \
-	RSK_ARM_DEF_CMPSTORE(RSK_ARM_NAME(cmpstore_release, X), OFF,	       \
+	RSK_ARM_DEF_CMPSTORE(RSK_ARCH_FN(cmpstore_release, X), OFF,	       \
 			     RSK_ARM_COMMIT_RELEASE)			       \
-	RSK_ARM_DEF_CMPCMPSTORE(RSK_ARM_NAME(cmpcmpstore, X), OFF,	       \
+	RSK_ARM_DEF_CMPCMPSTORE(RSK_ARCH_FN(cmpcmpstore, X), OFF,	       \
 				RSK_ARM_COMMIT_PLAIN)			       \
-	RSK_ARM_DEF_CMPSTORESTORE(RSK_ARM_NAME(cmpstorestore, X), OFF,	       \
+	RSK_ARM_DEF_CMPSTORESTORE(RSK_ARCH_FN(cmpstorestore, X), OFF,	       \
 				  RSK_ARM_COMMIT_PLAIN)			       \
-	RSK_ARM_DEF_CMPSTORESTORE(RSK_ARM_NAME(cmpstorestore_release, X), OFF, \
+	RSK_ARM_DEF_CMPSTORESTORE(RSK_ARCH_FN(cmpstorestore_release, X), OFF, \
 				  RSK_ARM_COMMIT_RELEASE)		       \
-	RSK_ARM_DEF_CMPCOPYSTORE(RSK_ARM_NAME(cmpcopystore, X), OFF,	       \
+	RSK_ARM_DEF_CMPCOPYSTORE(RSK_ARCH_FN(cmpcopystore, X), OFF,	       \
 				 RSK_ARM_COMMIT_PLAIN)			       \
-	RSK_ARM_DEF_CMPCOPYSTORE(RSK_ARM_NAME(cmpcopystore_release, X), OFF,   \
+	RSK_ARM_DEF_CMPCOPYSTORE(RSK_ARCH_FN(cmpcopystore_release, X), OFF,   \
 				 RSK_ARM_COMMIT_RELEASE)		       \
 									       \
 	/* A load, an add and the commit store: the delay between load and     \
 	 * store (point 3) is the window a lost update needs. */               \
-	RSK_ARM_FN RSK_ARM_NAME(add, X)(struct rsk_abi_area *area, int idx,    \
+	RSK_ARM_FN RSK_ARCH_FN(add, X)(struct rsk_abi_area *area, int idx,    \
 					intptr_t *v,			       \
-					intptr_t count RSK_ARM_GATE_PARAM)     \
+					intptr_t count RSK_GATE_PARAM)     \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_ARM_INJECT_DECL					       \
@@ -369,10 +369,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		RSK_ARM_RESULT						       \
 	}								       \
 									       \
-	RSK_ARM_FN RSK_ARM_NAME(pop, X)(struct rsk_abi_area *area, int idx,    \
+	RSK_ARM_FN RSK_ARCH_FN(pop, X)(struct rsk_abi_area *area, int idx,    \
 					intptr_t *v, intptr_t expectnot,       \
 					intptr_t offset,		       \
-					intptr_t *out RSK_ARM_GATE_PARAM)      \
+					intptr_t *out RSK_GATE_PARAM)      \
 	{								       \
 		intptr_t tmp;						       \
 		RSK_ARM_INJECT_DECL					       \
@@ -395,10 +395,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		RSK_ARM_RESULT						       \
 	}								       \
 									       \
-	RSK_ARM_FN RSK_ARM_NAME(derefadd, X)(struct rsk_abi_area *area,	       \
+	RSK_ARM_FN RSK_ARCH_FN(derefadd, X)(struct rsk_abi_area *area,	       \
 					     int idx, intptr_t *const *ptr,    \
 					     intptr_t off,		       \
-					     intptr_t inc RSK_ARM_GATE_PARAM)  \
+					     intptr_t inc RSK_GATE_PARAM)  \
 	{								       \
 		intptr_t tmp, val;					       \
 		RSK_ARM_INJECT_DECL					       \
@@ -425,38 +425,17 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * loads *gate (load-acquire, see the top of this file) after arming and
  * leaves through the stub at 11 (result 2) unless it is 0.
  */
-#define RSK_ARM_CAT_(a, b, c) a##b##_##c
-#define RSK_ARM_CAT(a, b, c)  RSK_ARM_CAT_(a, b, c)
-#define RSK_ARM_NAME(op, X)   RSK_ARM_CAT(RSK_ARM_PFX, op, X)
-
-#define RSK_ARM_PFX rsk_arch_
-#define RSK_ARM_GATE_PARAM
-#define RSK_ARM_GATE_ASM ""
-#define RSK_ARM_GATE_IN
-#define RSK_ARM_GATE_STUB
-RSK_ARM_DEFINE_OPS(cpu, "4")
-RSK_ARM_DEFINE_OPS(cid, "24")
-#undef RSK_ARM_PFX
-#undef RSK_ARM_GATE_PARAM
-#undef RSK_ARM_GATE_ASM
-#undef RSK_ARM_GATE_IN
-#undef RSK_ARM_GATE_STUB
-
-#define RSK_ARM_PFX	   rsk_arch_gated_
-#define RSK_ARM_GATE_PARAM , const intptr_t *gate
-#define RSK_ARM_GATE_ASM						       \
-	".pushsection __rseq_exit_point_array, \"aw\"\n\t"		       \
-	".balign 8\n\t"							       \
-	RSK_ARM_U64("1b") RSK_ARM_U64("11f")				       \
-	".popsection\n\t"						       \
-	"ldr %[tmp], [%[gate]]\n\t"					       \
-	"cmp %[tmp], #0\n\t"						       \
-	"bne 11f\n\t"							       \
-	"dmb ish\n\t"
-#define RSK_ARM_GATE_IN , [gate] "r"(gate)
-#define RSK_ARM_GATE_STUB						       \
-	"11:\n\t"							       \
-	"mov %[tmp], #2\n\t"						       \
-	"b 12b\n"
-RSK_ARM_DEFINE_OPS(cpu, "4")
-RSK_ARM_DEFINE_OPS(cid, "24")
+#define RSK_ARM_GATE_ASM RSK_GATED(                                           \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                    \
+	".balign 8\n\t"                                                       \
+	RSK_ARM_U64("1b") RSK_ARM_U64("11f")                                  \
+	".popsection\n\t"                                                     \
+	"ldr %[tmp], [%[gate]]\n\t"                                           \
+	"cmp %[tmp], #0\n\t"                                                  \
+	"bne 11f\n\t"                                                         \
+	"dmb ish\n\t")
+#define RSK_ARM_GATE_IN RSK_GATED(, [gate] "r"(gate))
+#define RSK_ARM_GATE_STUB RSK_GATED(                                          \
+	"11:\n\t"                                                             \
+	"mov %[tmp], #2\n\t"                                                  \
+	"b 12b\n")

@@ -177,9 +177,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		RSK_PPC_CHECK_INDEX(off) RSK_PPC_GATE_ASM RSK_INJECT_ASM(2)
 
 #define RSK_PPC_OP_CMPSTORE(OP, X, OFF, FENCE)                                 \
-	RSK_PPC_FN RSK_PPC_NAME(OP, X)(struct rsk_abi_area *area, int idx,     \
+	RSK_PPC_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,     \
 				       intptr_t *v, intptr_t expect,           \
-				       intptr_t newv RSK_PPC_GATE_PARAM)       \
+				       intptr_t newv RSK_GATE_PARAM)       \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_PPC_INJECT_DECL                                            \
@@ -200,10 +200,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_PPC_OP_CMPCMPSTORE(OP, X, OFF)                                     \
-	RSK_PPC_FN RSK_PPC_NAME(OP, X)(struct rsk_abi_area *area, int idx,     \
+	RSK_PPC_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,     \
 				       intptr_t *v, intptr_t expect,           \
 				       intptr_t *v2, intptr_t expect2,         \
-				       intptr_t newv RSK_PPC_GATE_PARAM)       \
+				       intptr_t newv RSK_GATE_PARAM)       \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_PPC_INJECT_DECL                                            \
@@ -228,10 +228,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_PPC_OP_CMPSTORESTORE(OP, X, OFF, FENCE)                            \
-	RSK_PPC_FN RSK_PPC_NAME(OP, X)(struct rsk_abi_area *area, int idx,     \
+	RSK_PPC_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,     \
 				       intptr_t *v, intptr_t expect,           \
 				       intptr_t *v2, intptr_t newv2,           \
-				       intptr_t newv RSK_PPC_GATE_PARAM)       \
+				       intptr_t newv RSK_GATE_PARAM)       \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_PPC_INJECT_DECL                                            \
@@ -254,10 +254,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_PPC_OP_CMPCOPYSTORE(OP, X, OFF, FENCE)                             \
-	RSK_PPC_FN RSK_PPC_NAME(OP, X)(                                        \
+	RSK_PPC_FN RSK_ARCH_FN(OP, X)(                                        \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
 		intptr_t expect, intptr_t *dst, const intptr_t *src,           \
-		intptr_t nwords, intptr_t newv RSK_PPC_GATE_PARAM)             \
+		intptr_t nwords, intptr_t newv RSK_GATE_PARAM)             \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_PPC_INJECT_DECL                                            \
@@ -280,9 +280,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_PPC_OP_ADD(OP, X, OFF)                                             \
-	RSK_PPC_FN RSK_PPC_NAME(OP, X)(struct rsk_abi_area *area, int idx,     \
+	RSK_PPC_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,     \
 				       intptr_t *v,                            \
-				       intptr_t count RSK_PPC_GATE_PARAM)      \
+				       intptr_t count RSK_GATE_PARAM)      \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_PPC_INJECT_DECL                                            \
@@ -301,10 +301,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_PPC_OP_POP(OP, X, OFF)                                             \
-	RSK_PPC_FN RSK_PPC_NAME(OP, X)(struct rsk_abi_area *area, int idx,     \
+	RSK_PPC_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,     \
 				       intptr_t *v, intptr_t expectnot,        \
 				       intptr_t offset,                        \
-				       intptr_t *out RSK_PPC_GATE_PARAM)       \
+				       intptr_t *out RSK_GATE_PARAM)       \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_PPC_INJECT_DECL                                            \
@@ -327,9 +327,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_PPC_OP_DEREFADD(OP, X, OFF)                                        \
-	RSK_PPC_FN RSK_PPC_NAME(OP, X)(struct rsk_abi_area *area, int idx,     \
+	RSK_PPC_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,     \
 				       intptr_t *const *ptr, intptr_t off,     \
-				       intptr_t inc RSK_PPC_GATE_PARAM)        \
+				       intptr_t inc RSK_GATE_PARAM)        \
 	{                                                                      \
 		intptr_t tmp, tmp2;                                            \
 		RSK_PPC_INJECT_DECL                                            \
@@ -354,7 +354,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * One set of operations per index field.  X names the variant (cpu, cid),
  * OFF is the field's byte offset in struct rsk_abi_area as a string.
  */
-#define RSK_PPC_DEFINE_OPS(X, OFF)                                             \
+#define RSK_ARCH_DEFINE_OPS(X, OFF)                                             \
 	RSK_PPC_OP_CMPSTORE(cmpstore, X, OFF, "")                              \
 	RSK_PPC_OP_CMPSTORE(cmpstore_release, X, OFF, RSK_PPC_RELEASE)         \
 	RSK_PPC_OP_CMPCMPSTORE(cmpcmpstore, X, OFF)                            \
@@ -391,32 +391,13 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * ld; cmpdi; bne- (the control dependency) followed by isync, which keeps
  * every later instruction from executing before the branch resolves.
  */
-#define RSK_PPC_CAT_(a, b, c) a##b##_##c
-#define RSK_PPC_CAT(a, b, c)  RSK_PPC_CAT_(a, b, c)
-#define RSK_PPC_NAME(op, X)   RSK_PPC_CAT(RSK_PPC_PFX, op, X)
-
-#define RSK_PPC_PFX rsk_arch_
-#define RSK_PPC_GATE_PARAM
-#define RSK_PPC_GATE_ASM ""
-#define RSK_PPC_GATE_IN
-RSK_PPC_DEFINE_OPS(cpu, "4")
-RSK_PPC_DEFINE_OPS(cid, "24")
-#undef RSK_PPC_PFX
-#undef RSK_PPC_GATE_PARAM
-#undef RSK_PPC_GATE_ASM
-#undef RSK_PPC_GATE_IN
-
-#define RSK_PPC_PFX	   rsk_arch_gated_
-#define RSK_PPC_GATE_PARAM , const intptr_t *gate
-#define RSK_PPC_GATE_ASM                                                       \
-	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                     \
-	".balign 8\n\t"                                                        \
-	".quad 1b, %l[stopped]\n\t"                                            \
-	".popsection\n\t"                                                      \
-	"ld %[tmp], 0(%[gate])\n\t"                                            \
-	"cmpdi %[tmp], 0\n\t"                                                  \
-	"bne- %l[stopped]\n\t"                                               \
-	"isync\n\t"
-#define RSK_PPC_GATE_IN , [gate] "b"(gate)
-RSK_PPC_DEFINE_OPS(cpu, "4")
-RSK_PPC_DEFINE_OPS(cid, "24")
+#define RSK_PPC_GATE_ASM RSK_GATED(                                           \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                    \
+	".balign 8\n\t"                                                       \
+	".quad 1b, %l[stopped]\n\t"                                           \
+	".popsection\n\t"                                                     \
+	"ld %[tmp], 0(%[gate])\n\t"                                           \
+	"cmpdi %[tmp], 0\n\t"                                                 \
+	"bne- %l[stopped]\n\t"                                                \
+	"isync\n\t")
+#define RSK_PPC_GATE_IN RSK_GATED(, [gate] "b"(gate))

@@ -165,9 +165,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		RSK_RV_CHECK_INDEX(off) RSK_RV_GATE_ASM RSK_INJECT_ASM(2)
 
 #define RSK_RV_OP_CMPSTORE(OP, X, OFF, FENCE)                                  \
-	RSK_RV_FN RSK_RV_NAME(OP, X)(struct rsk_abi_area *area, int idx,       \
+	RSK_RV_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,       \
 				     intptr_t *v, intptr_t expect,             \
-				     intptr_t newv RSK_RV_GATE_PARAM)          \
+				     intptr_t newv RSK_GATE_PARAM)          \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_RV_INJECT_DECL                                             \
@@ -188,10 +188,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_RV_OP_CMPCMPSTORE(OP, X, OFF)                                      \
-	RSK_RV_FN RSK_RV_NAME(OP, X)(struct rsk_abi_area *area, int idx,       \
+	RSK_RV_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,       \
 				     intptr_t *v, intptr_t expect,             \
 				     intptr_t *v2, intptr_t expect2,           \
-				     intptr_t newv RSK_RV_GATE_PARAM)          \
+				     intptr_t newv RSK_GATE_PARAM)          \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_RV_INJECT_DECL                                             \
@@ -216,10 +216,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_RV_OP_CMPSTORESTORE(OP, X, OFF, FENCE)                             \
-	RSK_RV_FN RSK_RV_NAME(OP, X)(struct rsk_abi_area *area, int idx,       \
+	RSK_RV_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,       \
 				     intptr_t *v, intptr_t expect,             \
 				     intptr_t *v2, intptr_t newv2,             \
-				     intptr_t newv RSK_RV_GATE_PARAM)          \
+				     intptr_t newv RSK_GATE_PARAM)          \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_RV_INJECT_DECL                                             \
@@ -242,10 +242,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_RV_OP_CMPCOPYSTORE(OP, X, OFF, FENCE)                              \
-	RSK_RV_FN RSK_RV_NAME(OP, X)(                                          \
+	RSK_RV_FN RSK_ARCH_FN(OP, X)(                                          \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
 		intptr_t expect, intptr_t *dst, const intptr_t *src,           \
-		intptr_t nwords, intptr_t newv RSK_RV_GATE_PARAM)              \
+		intptr_t nwords, intptr_t newv RSK_GATE_PARAM)              \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_RV_INJECT_DECL                                             \
@@ -267,9 +267,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_RV_OP_ADD(OP, X, OFF)                                              \
-	RSK_RV_FN RSK_RV_NAME(OP, X)(struct rsk_abi_area *area, int idx,       \
+	RSK_RV_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,       \
 				     intptr_t *v,                              \
-				     intptr_t count RSK_RV_GATE_PARAM)         \
+				     intptr_t count RSK_GATE_PARAM)         \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_RV_INJECT_DECL                                             \
@@ -288,10 +288,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_RV_OP_POP(OP, X, OFF)                                              \
-	RSK_RV_FN RSK_RV_NAME(OP, X)(struct rsk_abi_area *area, int idx,       \
+	RSK_RV_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,       \
 				     intptr_t *v, intptr_t expectnot,          \
 				     intptr_t offset,                          \
-				     intptr_t *out RSK_RV_GATE_PARAM)          \
+				     intptr_t *out RSK_GATE_PARAM)          \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_RV_INJECT_DECL                                             \
@@ -314,9 +314,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_RV_OP_DEREFADD(OP, X, OFF)                                         \
-	RSK_RV_FN RSK_RV_NAME(OP, X)(struct rsk_abi_area *area, int idx,       \
+	RSK_RV_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,       \
 				     intptr_t *const *ptr, intptr_t off,       \
-				     intptr_t inc RSK_RV_GATE_PARAM)           \
+				     intptr_t inc RSK_GATE_PARAM)           \
 	{                                                                      \
 		intptr_t tmp, tmp2;                                            \
 		RSK_RV_INJECT_DECL                                             \
@@ -341,7 +341,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * One set of operations per index field.  X names the variant (cpu, cid),
  * OFF is the field's byte offset in struct rsk_abi_area as a string.
  */
-#define RSK_RV_DEFINE_OPS(X, OFF)                                              \
+#define RSK_ARCH_DEFINE_OPS(X, OFF)                                              \
 	RSK_RV_OP_CMPSTORE(cmpstore, X, OFF, "")                               \
 	RSK_RV_OP_CMPSTORE(cmpstore_release, X, OFF, RSK_RV_RELEASE)           \
 	RSK_RV_OP_CMPCMPSTORE(cmpcmpstore, X, OFF)                             \
@@ -375,31 +375,12 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * hold the value *v had before the slow path and commit over its update.
  * The gate load is therefore an acquire: `ld` followed by `fence r, rw`.
  */
-#define RSK_RV_CAT_(a, b, c) a##b##_##c
-#define RSK_RV_CAT(a, b, c)  RSK_RV_CAT_(a, b, c)
-#define RSK_RV_NAME(op, X)   RSK_RV_CAT(RSK_RV_PFX, op, X)
-
-#define RSK_RV_PFX rsk_arch_
-#define RSK_RV_GATE_PARAM
-#define RSK_RV_GATE_ASM ""
-#define RSK_RV_GATE_IN
-RSK_RV_DEFINE_OPS(cpu, "4")
-RSK_RV_DEFINE_OPS(cid, "24")
-#undef RSK_RV_PFX
-#undef RSK_RV_GATE_PARAM
-#undef RSK_RV_GATE_ASM
-#undef RSK_RV_GATE_IN
-
-#define RSK_RV_PFX	  rsk_arch_gated_
-#define RSK_RV_GATE_PARAM , const intptr_t *gate
-#define RSK_RV_GATE_ASM                                                        \
-	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                     \
-	".balign 8\n\t"                                                        \
-	".8byte 1b, %l[stopped]\n\t"                                           \
-	".popsection\n\t"                                                      \
-	"ld %[tmp], 0(%[gate])\n\t"                                            \
-	"fence r, rw\n\t"                                                      \
-	"bnez %[tmp], %l[stopped]\n\t"
-#define RSK_RV_GATE_IN , [gate] "r"(gate)
-RSK_RV_DEFINE_OPS(cpu, "4")
-RSK_RV_DEFINE_OPS(cid, "24")
+#define RSK_RV_GATE_ASM RSK_GATED(                                            \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                    \
+	".balign 8\n\t"                                                       \
+	".8byte 1b, %l[stopped]\n\t"                                          \
+	".popsection\n\t"                                                     \
+	"ld %[tmp], 0(%[gate])\n\t"                                           \
+	"fence r, rw\n\t"                                                     \
+	"bnez %[tmp], %l[stopped]\n\t")
+#define RSK_RV_GATE_IN RSK_GATED(, [gate] "r"(gate))

@@ -162,9 +162,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		RSK_S390_CHECK_INDEX(off) RSK_S390_GATE_ASM RSK_INJECT_ASM(2)
 
 #define RSK_S390_OP_CMPSTORE(OP, X, OFF)                                       \
-	RSK_S390_FN RSK_S390_NAME(OP, X)(struct rsk_abi_area *area, int idx,   \
+	RSK_S390_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *v, intptr_t expect,         \
-					 intptr_t newv RSK_S390_GATE_PARAM)    \
+					 intptr_t newv RSK_GATE_PARAM)    \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_S390_INJECT_DECL                                           \
@@ -184,10 +184,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_S390_OP_CMPCMPSTORE(OP, X, OFF)                                    \
-	RSK_S390_FN RSK_S390_NAME(OP, X)(struct rsk_abi_area *area, int idx,   \
+	RSK_S390_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *v, intptr_t expect,         \
 					 intptr_t *v2, intptr_t expect2,       \
-					 intptr_t newv RSK_S390_GATE_PARAM)    \
+					 intptr_t newv RSK_GATE_PARAM)    \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_S390_INJECT_DECL                                           \
@@ -210,10 +210,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_S390_OP_CMPSTORESTORE(OP, X, OFF)                                  \
-	RSK_S390_FN RSK_S390_NAME(OP, X)(struct rsk_abi_area *area, int idx,   \
+	RSK_S390_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *v, intptr_t expect,         \
 					 intptr_t *v2, intptr_t newv2,         \
-					 intptr_t newv RSK_S390_GATE_PARAM)    \
+					 intptr_t newv RSK_GATE_PARAM)    \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_S390_INJECT_DECL                                           \
@@ -235,10 +235,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_S390_OP_CMPCOPYSTORE(OP, X, OFF)                                   \
-	RSK_S390_FN RSK_S390_NAME(OP, X)(                                      \
+	RSK_S390_FN RSK_ARCH_FN(OP, X)(                                      \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
 		intptr_t expect, intptr_t *dst, const intptr_t *src,           \
-		intptr_t nwords, intptr_t newv RSK_S390_GATE_PARAM)            \
+		intptr_t nwords, intptr_t newv RSK_GATE_PARAM)            \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_S390_INJECT_DECL                                           \
@@ -260,9 +260,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_S390_OP_ADD(OP, X, OFF)                                            \
-	RSK_S390_FN RSK_S390_NAME(OP, X)(struct rsk_abi_area *area, int idx,   \
+	RSK_S390_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *v,                          \
-					 intptr_t count RSK_S390_GATE_PARAM)   \
+					 intptr_t count RSK_GATE_PARAM)   \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_S390_INJECT_DECL                                           \
@@ -281,10 +281,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_S390_OP_POP(OP, X, OFF)                                            \
-	RSK_S390_FN RSK_S390_NAME(OP, X)(struct rsk_abi_area *area, int idx,   \
+	RSK_S390_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *v, intptr_t expectnot,      \
 					 intptr_t offset,                      \
-					 intptr_t *out RSK_S390_GATE_PARAM)    \
+					 intptr_t *out RSK_GATE_PARAM)    \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_S390_INJECT_DECL                                           \
@@ -307,9 +307,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}
 
 #define RSK_S390_OP_DEREFADD(OP, X, OFF)                                       \
-	RSK_S390_FN RSK_S390_NAME(OP, X)(struct rsk_abi_area *area, int idx,   \
+	RSK_S390_FN RSK_ARCH_FN(OP, X)(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *const *ptr, intptr_t off,   \
-					 intptr_t inc RSK_S390_GATE_PARAM)     \
+					 intptr_t inc RSK_GATE_PARAM)     \
 	{                                                                      \
 		intptr_t tmp, tmp2;                                            \
 		RSK_S390_INJECT_DECL                                           \
@@ -335,7 +335,7 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * _release variants share the relaxed bodies (see the ordering note at
  * the top).
  */
-#define RSK_S390_DEFINE_OPS(X, OFF)                                            \
+#define RSK_ARCH_DEFINE_OPS(X, OFF)                                            \
 	RSK_S390_OP_CMPSTORE(cmpstore, X, OFF)                                 \
 	RSK_S390_OP_CMPSTORE(cmpstore_release, X, OFF)                         \
 	RSK_S390_OP_CMPCMPSTORE(cmpcmpstore, X, OFF)                           \
@@ -366,30 +366,11 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * closed.  No section can commit on a gate it read open once the fence
  * has returned.
  */
-#define RSK_S390_CAT_(a, b, c) a##b##_##c
-#define RSK_S390_CAT(a, b, c)  RSK_S390_CAT_(a, b, c)
-#define RSK_S390_NAME(op, X)   RSK_S390_CAT(RSK_S390_PFX, op, X)
-
-#define RSK_S390_PFX rsk_arch_
-#define RSK_S390_GATE_PARAM
-#define RSK_S390_GATE_ASM ""
-#define RSK_S390_GATE_IN
-RSK_S390_DEFINE_OPS(cpu, "4")
-RSK_S390_DEFINE_OPS(cid, "24")
-#undef RSK_S390_PFX
-#undef RSK_S390_GATE_PARAM
-#undef RSK_S390_GATE_ASM
-#undef RSK_S390_GATE_IN
-
-#define RSK_S390_PFX	    rsk_arch_gated_
-#define RSK_S390_GATE_PARAM , const intptr_t *gate
-#define RSK_S390_GATE_ASM                                                      \
-	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                     \
-	".balign 8\n\t"                                                        \
-	".quad 1b, %l[stopped]\n\t"                                            \
-	".popsection\n\t"                                                      \
-	"cghsi 0(%[gate]), 0\n\t"                                              \
-	"jgne %l[stopped]\n\t"
-#define RSK_S390_GATE_IN , [gate] "a"(gate)
-RSK_S390_DEFINE_OPS(cpu, "4")
-RSK_S390_DEFINE_OPS(cid, "24")
+#define RSK_S390_GATE_ASM RSK_GATED(                                          \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                    \
+	".balign 8\n\t"                                                       \
+	".quad 1b, %l[stopped]\n\t"                                           \
+	".popsection\n\t"                                                     \
+	"cghsi 0(%[gate]), 0\n\t"                                             \
+	"jgne %l[stopped]\n\t")
+#define RSK_S390_GATE_IN RSK_GATED(, [gate] "a"(gate))

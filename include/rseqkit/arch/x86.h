@@ -168,10 +168,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * One set of operations per index field.  X names the variant (cpu, cid),
  * OFF is the field's byte offset in struct rsk_abi_area as a string.
  */
-#define RSK_X86_DEFINE_OPS(X, OFF)                                             \
-	RSK_X86_FN RSK_X86_NAME(cmpstore, X)(struct rsk_abi_area *area, int idx,   \
+#define RSK_ARCH_DEFINE_OPS(X, OFF)                                             \
+	RSK_X86_FN RSK_ARCH_FN(cmpstore, X)(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *v, intptr_t expect,         \
-					 intptr_t newv RSK_X86_GATE_PARAM)                        \
+					 intptr_t newv RSK_GATE_PARAM)                        \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
@@ -200,9 +200,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN RSK_X86_NAME(cmpcmpstore, X)(                                   \
+	RSK_X86_FN RSK_ARCH_FN(cmpcmpstore, X)(                                   \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
-		intptr_t expect, intptr_t *v2, intptr_t expect2, intptr_t newv RSK_X86_GATE_PARAM) \
+		intptr_t expect, intptr_t *v2, intptr_t expect2, intptr_t newv RSK_GATE_PARAM) \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
@@ -235,9 +235,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN RSK_X86_NAME(cmpstorestore, X)(                                 \
+	RSK_X86_FN RSK_ARCH_FN(cmpstorestore, X)(                                 \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
-		intptr_t expect, intptr_t *v2, intptr_t newv2, intptr_t newv RSK_X86_GATE_PARAM)  \
+		intptr_t expect, intptr_t *v2, intptr_t newv2, intptr_t newv RSK_GATE_PARAM)  \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
@@ -270,10 +270,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN RSK_X86_NAME(cmpcopystore, X)(                                  \
+	RSK_X86_FN RSK_ARCH_FN(cmpcopystore, X)(                                  \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
 		intptr_t expect, intptr_t *dst, const intptr_t *src,           \
-		intptr_t nwords, intptr_t newv RSK_X86_GATE_PARAM)                                \
+		intptr_t nwords, intptr_t newv RSK_GATE_PARAM)                                \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
@@ -306,8 +306,8 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN RSK_X86_NAME(add, X)(struct rsk_abi_area *area, int idx,        \
-				    intptr_t *v, intptr_t count RSK_X86_GATE_PARAM)               \
+	RSK_X86_FN RSK_ARCH_FN(add, X)(struct rsk_abi_area *area, int idx,        \
+				    intptr_t *v, intptr_t count RSK_GATE_PARAM)               \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
@@ -329,9 +329,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN RSK_X86_NAME(pop, X)(struct rsk_abi_area *area, int idx,        \
+	RSK_X86_FN RSK_ARCH_FN(pop, X)(struct rsk_abi_area *area, int idx,        \
 				    intptr_t *v, intptr_t expectnot,           \
-				    intptr_t offset, intptr_t *out RSK_X86_GATE_PARAM)            \
+				    intptr_t offset, intptr_t *out RSK_GATE_PARAM)            \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
@@ -363,9 +363,9 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 		return 2;                                                      \
 	}                                                                      \
                                                                                \
-	RSK_X86_FN RSK_X86_NAME(derefadd, X)(struct rsk_abi_area *area, int idx,   \
+	RSK_X86_FN RSK_ARCH_FN(derefadd, X)(struct rsk_abi_area *area, int idx,   \
 					 intptr_t *const *ptr, intptr_t off,   \
-					 intptr_t inc RSK_X86_GATE_PARAM)                         \
+					 intptr_t inc RSK_GATE_PARAM)                         \
 	{                                                                      \
 		intptr_t tmp;                                                  \
 		RSK_X86_INJECT_DECL                                            \
@@ -391,27 +391,27 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	}                                                                      \
                                                                                \
 	/* TSO: a plain store already orders after earlier loads and stores. */ \
-	RSK_X86_FN RSK_X86_NAME(cmpstore_release, X)(struct rsk_abi_area *area,    \
+	RSK_X86_FN RSK_ARCH_FN(cmpstore_release, X)(struct rsk_abi_area *area,    \
 						 int idx, intptr_t *v,         \
 						 intptr_t expect,              \
-						 intptr_t newv RSK_X86_GATE_PARAM)                \
+						 intptr_t newv RSK_GATE_PARAM)                \
 	{                                                                      \
-		return RSK_X86_NAME(cmpstore, X)(area, idx, v, expect, newv RSK_X86_GATE_ARG);      \
+		return RSK_ARCH_FN(cmpstore, X)(area, idx, v, expect, newv RSK_GATE_ARG);      \
 	}                                                                      \
-	RSK_X86_FN RSK_X86_NAME(cmpstorestore_release, X)(                         \
+	RSK_X86_FN RSK_ARCH_FN(cmpstorestore_release, X)(                         \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
-		intptr_t expect, intptr_t *v2, intptr_t newv2, intptr_t newv RSK_X86_GATE_PARAM)  \
+		intptr_t expect, intptr_t *v2, intptr_t newv2, intptr_t newv RSK_GATE_PARAM)  \
 	{                                                                      \
-		return RSK_X86_NAME(cmpstorestore, X)(area, idx, v, expect, v2,    \
-						  newv2, newv RSK_X86_GATE_ARG);                \
+		return RSK_ARCH_FN(cmpstorestore, X)(area, idx, v, expect, v2,    \
+						  newv2, newv RSK_GATE_ARG);                \
 	}                                                                      \
-	RSK_X86_FN RSK_X86_NAME(cmpcopystore_release, X)(                          \
+	RSK_X86_FN RSK_ARCH_FN(cmpcopystore_release, X)(                          \
 		struct rsk_abi_area *area, int idx, intptr_t *v,               \
 		intptr_t expect, intptr_t *dst, const intptr_t *src,           \
-		intptr_t nwords, intptr_t newv RSK_X86_GATE_PARAM)                                \
+		intptr_t nwords, intptr_t newv RSK_GATE_PARAM)                                \
 	{                                                                      \
-		return RSK_X86_NAME(cmpcopystore, X)(area, idx, v, expect, dst,    \
-						 src, nwords, newv RSK_X86_GATE_ARG);           \
+		return RSK_ARCH_FN(cmpcopystore, X)(area, idx, v, expect, dst,    \
+						 src, nwords, newv RSK_GATE_ARG);           \
 	}
 
 /* add's addend: a register or an immediate (no mem-to-mem add). */
@@ -422,7 +422,6 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_X86_IMM(x) "i"(x)
 #endif
 
-
 /*
  * Each operation exists twice: plain (rsk_arch_<op>_<X>) and gated
  * (rsk_arch_gated_<op>_<X>, one more argument `gate`).  A gated section
@@ -430,31 +429,10 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * it is 0: the progress protocol closes a gate, fences the CPU, and then
  * owns that CPU's data with ordinary code (see <rseqkit/progress.h>).
  */
-#define RSK_X86_CAT_(a, b, c) a##b##_##c
-#define RSK_X86_CAT(a, b, c)  RSK_X86_CAT_(a, b, c)
-#define RSK_X86_NAME(op, X)   RSK_X86_CAT(RSK_X86_PFX, op, X)
-
-#define RSK_X86_PFX rsk_arch_
-#define RSK_X86_GATE_PARAM
-#define RSK_X86_GATE_ARG
-#define RSK_X86_GATE_ASM ""
-#define RSK_X86_GATE_IN
-RSK_X86_DEFINE_OPS(cpu, "4")
-RSK_X86_DEFINE_OPS(cid, "24")
-#undef RSK_X86_PFX
-#undef RSK_X86_GATE_PARAM
-#undef RSK_X86_GATE_ARG
-#undef RSK_X86_GATE_ASM
-#undef RSK_X86_GATE_IN
-
-#define RSK_X86_PFX	   rsk_arch_gated_
-#define RSK_X86_GATE_PARAM , const intptr_t *gate
-#define RSK_X86_GATE_ARG   , gate
-#define RSK_X86_GATE_ASM                                                       \
-	".pushsection __rseq_exit_point_array, \"aw\"\n\t" RSK_X86_U64("1b")   \
-		RSK_X86_U64("%l[stopped]") ".popsection\n\t"                 \
+#define RSK_X86_GATE_ASM RSK_GATED(                                           \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                     \
+	RSK_X86_U64("1b") RSK_X86_U64("%l[stopped]")                          \
+	".popsection\n\t"                                                      \
 	"cmp" RSK_X86_SFX " $0, (%[gate])\n\t"                                \
-	"jnz %l[stopped]\n\t"
-#define RSK_X86_GATE_IN , [gate] "r"(gate)
-RSK_X86_DEFINE_OPS(cpu, "4")
-RSK_X86_DEFINE_OPS(cid, "24")
+	"jnz %l[stopped]\n\t")
+#define RSK_X86_GATE_IN RSK_GATED(, [gate] "r"(gate))
