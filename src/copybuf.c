@@ -81,12 +81,39 @@ static int op_locked(struct rsk_copybuf *b, int idx, enum rsk_copybuf_op_ op, vo
 	return err;
 }
 
-/* The one place that works on the buffer without a critical section. */
-RSK_EXPORT int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item)
+RSK_EXPORT int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item,
+				 int ret)
 {
-	int idx = rsk_percpu_slow_index(b->mode, b->nr);
-	int ret = op_locked(b, idx, op, item);
+	intptr_t bounce[RSK_COPYBUF_MAX_ITEM / sizeof(intptr_t)];
+	intptr_t *words = (intptr_t *)item;
+	unsigned aborts = 0;
+	int idx = -1;
 
+	if (!rsk_copybuf_direct_(b, item)) {
+		/* The sections copy whole words: through an aligned copy,
+		 * its last word's padding zeroed. */
+		words = bounce;
+		if (op == RSK_COPYBUF_PUSH_) {
+			bounce[b->words - 1] = 0;
+			memcpy(bounce, item, b->item_size);
+		}
+	}
+	while (rsk_percpu_again_(ret, &aborts)) {
+		if (op == RSK_COPYBUF_PUSH_)
+			ret = rsk_copybuf_try_push_(b, words, &idx);
+		else
+			ret = rsk_copybuf_try_pop_(b, words, &idx);
+		if (ret == RSK_OK) {
+			if (words != item && op == RSK_COPYBUF_POP_)
+				memcpy(item, bounce, b->item_size);
+			return idx;
+		}
+		if (ret < RSK_ABORTED)
+			return ret;
+	}
+	/* The one place that works on the buffer without a critical section. */
+	idx = rsk_percpu_slow_index(b->mode, b->nr);
+	ret = op_locked(b, idx, op, item);
 	rsk_note_slow_path_at(idx);
 	return ret == 0 ? idx : ret;
 }

@@ -56,11 +56,18 @@ static int update_locked(struct rsk_counter *c, int idx, intptr_t count, intptr_
 	return idx;
 }
 
-/* The one place that adds without a critical section. */
-RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count)
+RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, int ret)
 {
-	int idx = rsk_percpu_slow_index(c->mode, c->nr);
+	unsigned aborts = 0;
+	int idx = -1;
 
+	while (rsk_percpu_again_(ret, &aborts)) {
+		ret = rsk_counter_try_(c, count, &idx);
+		if (ret == RSK_OK)
+			return idx;
+	}
+	/* The one place that adds without a critical section. */
+	idx = rsk_percpu_slow_index(c->mode, c->nr);
 	rsk_note_slow_path_at(idx);
 	return update_locked(c, idx, count, 0, NULL);
 }

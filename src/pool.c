@@ -329,9 +329,17 @@ static struct rsk_pool_part *get_part(struct pool_impl *pi, int idx)
 
 /* ---- slow paths ---- */
 
-RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p)
+RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
 {
 	struct pool_impl *pi = impl(p);
+	unsigned aborts = 0;
+	intptr_t fast;
+
+	while (rsk_percpu_again_(ret, &aborts)) {
+		ret = rsk_pool_try_alloc_(p, &fast);
+		if (ret == RSK_OK)
+			return rsk_pool_checked_(p, (void *)fast);
+	}
 
 	for (int attempt = 0;; attempt++) {
 		int idx = rsk_percpu_slow_index(p->mode, p->nr);
@@ -371,11 +379,20 @@ RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p)
 	}
 }
 
-RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj)
+RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 {
 	struct pool_impl *pi = impl(p);
-	int idx = rsk_percpu_slow_index(p->mode, p->nr);
-	struct rsk_pool_part *c = get_part(pi, idx);
+	unsigned aborts = 0;
+	struct rsk_pool_part *c;
+	int idx;
+
+	while (rsk_percpu_again_(ret, &aborts)) {
+		ret = rsk_pool_try_free_(p, obj);
+		if (ret == RSK_OK)
+			return 0;
+	}
+	idx = rsk_percpu_slow_index(p->mode, p->nr);
+	c = get_part(pi, idx);
 
 	if (c != NULL && rsk_gate_close(&c->gate, p->mode, idx) == 0) {
 		intptr_t count = c->count;

@@ -78,13 +78,25 @@ out:
 	return err;
 }
 
-/* The one place that works on the buffer without a critical section. */
 RSK_EXPORT int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr,
-				void **out)
+				void **out, int ret)
 {
-	int idx = rsk_percpu_slow_index(b->mode, b->nr);
-	int ret = op_locked(b, idx, op, ptr, out);
+	unsigned aborts = 0;
+	int idx = -1;
 
+	while (rsk_percpu_again_(ret, &aborts)) {
+		if (op == RSK_PTRBUF_PUSH_)
+			ret = rsk_ptrbuf_try_push_(b, ptr, &idx);
+		else
+			ret = rsk_ptrbuf_try_pop_(b, out, &idx);
+		if (ret == RSK_OK)
+			return idx;
+		if (ret < RSK_ABORTED)
+			return ret;
+	}
+	/* The one place that works on the buffer without a critical section. */
+	idx = rsk_percpu_slow_index(b->mode, b->nr);
+	ret = op_locked(b, idx, op, ptr, out);
 	rsk_note_slow_path_at(idx);
 	return ret == 0 ? idx : ret;
 }

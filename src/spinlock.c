@@ -38,7 +38,7 @@ RSK_EXPORT int rsk_spinlock_destroy(struct rsk_spinlock *l)
  * part's gate, the lock word is ours to test and set with plain code.
  * A held lock is waited for with the gate open (its holder unlocks with a
  * plain store from anywhere, and other threads must keep going). */
-RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l)
+static int lock_gated(struct rsk_spinlock *l)
 {
 	for (unsigned round = 0;; round++) {
 		int idx = rsk_percpu_slow_index(l->mode, l->nr);
@@ -58,6 +58,22 @@ RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l)
 		rsk_gate_open(&p->gate);
 		rsk_spinlock_wait_(l, idx, round);
 	}
+}
+
+RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, int idx, int ret)
+{
+	unsigned round = 0, aborts = 0;
+
+	while (rsk_percpu_again_(ret, &aborts)) {
+		if (ret == RSK_CMPFAIL)
+			rsk_spinlock_wait_(l, idx, round++);
+		ret = rsk_spinlock_try_(l, &idx);
+		if (ret == RSK_OK) {
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			return idx;
+		}
+	}
+	return lock_gated(l);
 }
 
 static inline void cpu_relax(void)

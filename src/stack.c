@@ -68,13 +68,27 @@ static int op_locked(struct rsk_stack *s, int idx, enum rsk_stack_op_ op,
 	return op != RSK_STACK_PUSH_ && head == NULL ? -ENOENT : 0;
 }
 
-/* The one place that works on the stack without a critical section. */
 RSK_EXPORT int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op,
-			       struct rsk_stack_node *node, struct rsk_stack_node **out)
+			       struct rsk_stack_node *node, struct rsk_stack_node **out, int ret)
 {
-	int idx = rsk_percpu_slow_index(s->mode, s->nr);
-	int ret = op_locked(s, idx, op, node, out);
+	unsigned aborts = 0;
+	int idx = -1;
 
+	while (rsk_percpu_again_(ret, &aborts)) {
+		if (op == RSK_STACK_PUSH_)
+			ret = rsk_stack_try_push_(s, node, &idx);
+		else if (op == RSK_STACK_POP_)
+			ret = rsk_stack_try_pop_(s, out, &idx);
+		else
+			ret = rsk_stack_try_pop_all_(s, out, &idx);
+		if (ret == RSK_OK)
+			return idx;
+		if (ret < RSK_ABORTED)
+			return ret;
+	}
+	/* The one place that works on the stack without a critical section. */
+	idx = rsk_percpu_slow_index(s->mode, s->nr);
+	ret = op_locked(s, idx, op, node, out);
 	rsk_note_slow_path_at(idx);
 	return ret == 0 ? idx : ret;
 }

@@ -82,19 +82,69 @@ int rsk_copybuf_create(struct rsk_copybuf **out, enum rsk_index_mode mode, size_
 /* rsk_copybuf_destroy - free b.  Returns 0, or -EINVAL if b is NULL. */
 int rsk_copybuf_destroy(struct rsk_copybuf *b);
 
-/* Not API: the one slow path of the buffer (under the part's gate). */
+/*
+ * Not API: one attempt of each operation on word-aligned items (RSK_OK
+ * with *idx set, another RSK_* result, or a final -ENOSPC / -ENOENT), and
+ * the slow path: the operation after a first attempt that returned `ret`
+ * (RSK_CMPFAIL if none was made: items that are not word-aligned go
+ * through a bounce buffer there), the retries, then the part's gate.
+ */
 enum rsk_copybuf_op_ { RSK_COPYBUF_PUSH_, RSK_COPYBUF_POP_ };
-int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item);
+int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item, int ret);
 
 static inline struct rsk_copybuf_part *rsk_copybuf_part_(const struct rsk_copybuf *b, int idx)
 {
 	return (struct rsk_copybuf_part *)(void *)(b->parts + (size_t)idx * b->stride);
 }
 
-/* True when item can be copied in place (aligned, whole words). */
+/* Whether item can be copied a word at a time in place. */
 static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *item)
 {
 	return ((uintptr_t)item | b->item_size) % sizeof(intptr_t) == 0;
+}
+
+RSK_PERCPU_INLINE int rsk_copybuf_try_push_(struct rsk_copybuf *b, const intptr_t *src, int *idx)
+{
+	struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, idx);
+	struct rsk_copybuf_part *p;
+	intptr_t count;
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	p = rsk_copybuf_part_(b, *idx);
+	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+	if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
+		return -ENOSPC;
+	RSK_INJECT_C(8);
+	if (b->flags & RSK_COPYBUF_RELEASE)
+		return RSK_PERCPU_OP_(cmpcopystore_release, b->mode, area, *idx, &p->gate,
+				      &p->count, count, &p->item[(size_t)count * b->words], src,
+				      (intptr_t)b->words, count + 1);
+	return RSK_PERCPU_OP_(cmpcopystore, b->mode, area, *idx, &p->gate, &p->count, count,
+			      &p->item[(size_t)count * b->words], src, (intptr_t)b->words,
+			      count + 1);
+}
+
+RSK_PERCPU_INLINE int rsk_copybuf_try_pop_(struct rsk_copybuf *b, intptr_t *dst, int *idx)
+{
+	struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, idx);
+	struct rsk_copybuf_part *p;
+	intptr_t count;
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	p = rsk_copybuf_part_(b, *idx);
+	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+	if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity))
+		return -ENOENT;
+	RSK_INJECT_C(8);
+	/* The count unchanged at the commit means nothing touched the part
+	 * since the section started: the copy is whole. */
+	return RSK_PERCPU_OP_(cmpcopystore, b->mode, area, *idx, &p->gate, &p->count, count, dst,
+			      &p->item[(size_t)(count - 1) * b->words], (intptr_t)b->words,
+			      count - 1);
 }
 
 /*
@@ -103,48 +153,20 @@ static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *i
  * full: nothing stored), -EINVAL (b or item NULL, or a slow path's fence
  * failed).  Lock-free on the fast path.
  */
-static inline int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
+RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 {
-	intptr_t bounce[RSK_COPYBUF_MAX_ITEM / sizeof(intptr_t)];
-	const intptr_t *src = (const intptr_t *)item;
-	unsigned aborts = 0;
+	int idx = -1, ret = RSK_CMPFAIL;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
 		return -EINVAL;
-	if (RSK_PERCPU_UNLIKELY(!rsk_copybuf_direct_(b, item))) {
-		bounce[b->words - 1] = 0; /* the padding of the last word */
-		memcpy(bounce, item, b->item_size);
-		src = bounce;
-	}
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
-		struct rsk_copybuf_part *p;
-		intptr_t count;
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		p = rsk_copybuf_part_(b, idx);
-		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
-		if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
-			return -ENOSPC;
-		RSK_INJECT_C(8);
-		if (b->flags & RSK_COPYBUF_RELEASE)
-			ret = RSK_PERCPU_OP_(cmpcopystore_release, b->mode, area, idx, &p->gate,
-					     &p->count, count, &p->item[(size_t)count * b->words], src,
-					     (intptr_t)b->words, count + 1);
-		else
-			ret = RSK_PERCPU_OP_(cmpcopystore, b->mode, area, idx, &p->gate, &p->count,
-					     count, &p->item[(size_t)count * b->words], src,
-					     (intptr_t)b->words, count + 1);
+	if (RSK_PERCPU_LIKELY(rsk_copybuf_direct_(b, item))) {
+		ret = rsk_copybuf_try_push_(b, (const intptr_t *)item, &idx);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
 			return idx;
-		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
-			break;
+		if (ret < RSK_ABORTED)
+			return ret;
 	}
-	return rsk_copybuf_slow_(b, RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item);
+	return rsk_copybuf_slow_(b, RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item, ret);
 }
 
 /*
@@ -153,47 +175,20 @@ static inline int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
  * (>= 0), -ENOENT (that part is empty), -EINVAL (b or item NULL, or a slow
  * path's fence failed).  Lock-free on the fast path.
  */
-static inline int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
+RSK_PERCPU_INLINE int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
 {
-	intptr_t bounce[RSK_COPYBUF_MAX_ITEM / sizeof(intptr_t)];
-	intptr_t *dst = (intptr_t *)item;
-	unsigned aborts = 0;
-	int direct;
+	int idx = -1, ret = RSK_CMPFAIL;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
 		return -EINVAL;
-	direct = rsk_copybuf_direct_(b, item);
-	if (RSK_PERCPU_UNLIKELY(!direct))
-		dst = bounce;
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
-		struct rsk_copybuf_part *p;
-		intptr_t count;
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		p = rsk_copybuf_part_(b, idx);
-		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
-		if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity))
-			return -ENOENT;
-		RSK_INJECT_C(8);
-		/* The count unchanged at the commit means nothing touched
-		 * the part since the section started: the copy is whole. */
-		ret = RSK_PERCPU_OP_(cmpcopystore, b->mode, area, idx, &p->gate, &p->count, count,
-				     dst, &p->item[(size_t)(count - 1) * b->words],
-				     (intptr_t)b->words, count - 1);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
-			if (RSK_PERCPU_UNLIKELY(!direct))
-				memcpy(item, bounce, b->item_size);
+	if (RSK_PERCPU_LIKELY(rsk_copybuf_direct_(b, item))) {
+		ret = rsk_copybuf_try_pop_(b, (intptr_t *)item, &idx);
+		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
 			return idx;
-		}
-		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
-			break;
+		if (ret < RSK_ABORTED)
+			return ret;
 	}
-	return rsk_copybuf_slow_(b, RSK_COPYBUF_POP_, item);
+	return rsk_copybuf_slow_(b, RSK_COPYBUF_POP_, item, ret);
 }
 
 /*

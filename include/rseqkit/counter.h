@@ -61,38 +61,41 @@ int rsk_counter_create(struct rsk_counter **out, enum rsk_index_mode mode);
  * Returns 0, or -EINVAL if c is NULL. */
 int rsk_counter_destroy(struct rsk_counter *c);
 
-/* Not API: the slow path of rsk_counter_add. */
-int rsk_counter_slow_(struct rsk_counter *c, intptr_t count);
+/* Not API: one attempt of rsk_counter_add (RSK_OK with *idx set;
+ * RSK_STOPPED also where the thread cannot run a section). */
+RSK_PERCPU_INLINE int rsk_counter_try_(struct rsk_counter *c, intptr_t count, int *idx)
+{
+	struct rsk_abi_area *area = rsk_percpu_area_(c->mode, c->nr, idx);
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	return RSK_PERCPU_OP_(add, c->mode, area, *idx, &c->part[*idx].gate,
+			      &c->part[*idx].count, count);
+}
+
+/* Not API: rsk_counter_add after a first attempt that returned `ret`:
+ * the retries, then the slow path. */
+int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, int ret);
 
 /*
  * rsk_counter_add - add count (any sign) to the current CPU's part.
  * Returns the index of that part (>= 0), -EINVAL if c is NULL (or, from
  * the slow path, a fence error: nothing added).  One restartable add;
  * without rseq, or after too many aborts, the slow path adds under the
- * part's gate.
+ * part's gate.  Only the first attempt is inline: the retries are out of
+ * line, so the call site stays small enough to inline everywhere.
  */
-static inline int rsk_counter_add(struct rsk_counter *c, intptr_t count)
+RSK_PERCPU_INLINE int rsk_counter_add(struct rsk_counter *c, intptr_t count)
 {
-	unsigned aborts = 0;
+	int idx = -1, ret;
 
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
 		return -EINVAL;
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(c->mode, c->nr, &idx);
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		ret = RSK_PERCPU_OP_(add, c->mode, area, idx, &c->part[idx].gate,
-				     &c->part[idx].count, count);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
-			return idx;
-		if (ret == RSK_STOPPED || rsk_percpu_give_up_(&aborts))
-			break;
-	}
-	return rsk_counter_slow_(c, count);
+	ret = rsk_counter_try_(c, count, &idx);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		return idx;
+	return rsk_counter_slow_(c, count, ret);
 }
 
 /*

@@ -29,6 +29,10 @@
  *    the gate of a part (the current CPU's, or any when the thread has no
  *    index), fences, does the operation with plain code and reopens the
  *    gate.  Same API, same results, only slower.
+ *  - Only the first attempt of a fast path is inline (always: a call
+ *    would cost as much as the section); whatever it did not finish - the
+ *    retries after an abort or a changed part, then the gate - is one call
+ *    to rsk_<name>_slow_(), out of line.
  *  - Operations on another CPU's part (rsk_<name>_*_cpu) use the same
  *    gate, so they are safe while that CPU's threads run.
  *
@@ -55,6 +59,10 @@
 /* Alignment and minimum stride of each CPU's part. */
 #define RSK_PERCPU_ALIGN 128
 
+/* The structures' fast paths: inlined at every call site, whatever the
+ * optimiser thinks of their size (a call costs as much as the section). */
+#define RSK_PERCPU_INLINE static inline __attribute__((always_inline))
+
 #define RSK_PERCPU_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define RSK_PERCPU_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -73,6 +81,19 @@ static inline int rsk_percpu_give_up_(unsigned *aborts)
 #endif
 	rsk_note_abort();
 	return ++*aborts >= rsk_abort_limit();
+}
+
+/*
+ * Not API: after an attempt of a fast path returned `ret`, whether the
+ * retry loop runs the section again: after RSK_CMPFAIL (the part changed
+ * under it), and after RSK_ABORTED until the abort limit; RSK_STOPPED (or
+ * the limit) sends the operation to the gate.
+ */
+static inline int rsk_percpu_again_(int ret, unsigned *aborts)
+{
+	if (ret == RSK_CMPFAIL)
+		return 1;
+	return ret == RSK_ABORTED && !rsk_percpu_give_up_(aborts);
 }
 
 /*

@@ -144,10 +144,15 @@ int rsk_pool_trim(struct rsk_pool *p);
 /* rsk_pool_stats - fill *st.  Returns 0, -EINVAL (p or st NULL). */
 int rsk_pool_stats(struct rsk_pool *p, struct rsk_pool_stats *st);
 
-/* Not API: the slow paths (under the part's gate, then the depot lock)
- * and the debug checks, called by the inline functions. */
-void *rsk_pool_alloc_slow_(struct rsk_pool *p);
-int rsk_pool_free_slow_(struct rsk_pool *p, void *obj);
+/*
+ * Not API: one attempt of each fast path (RSK_OK; RSK_STOPPED also when
+ * the thread cannot run a section, the CPU has no cache yet, or the cache
+ * is empty / full), the slow paths (the operation after a first attempt
+ * that returned `ret`: the retries, then the part's gate and the depot
+ * lock), and the debug checks.
+ */
+void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret);
+int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret);
 void rsk_pool_debug_alloc_(struct rsk_pool *p, void *obj);
 void rsk_pool_debug_free_(struct rsk_pool *p, void *obj);
 
@@ -158,47 +163,69 @@ static inline void *rsk_pool_checked_(struct rsk_pool *p, void *obj)
 	return obj;
 }
 
+RSK_PERCPU_INLINE int rsk_pool_try_alloc_(struct rsk_pool *p, intptr_t *obj)
+{
+	int idx = -1;
+	struct rsk_abi_area *area = rsk_percpu_area_(p->mode, p->nr, &idx);
+	struct rsk_pool_part *c;
+	intptr_t count;
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	c = __atomic_load_n(&p->part[idx], __ATOMIC_ACQUIRE);
+	if (RSK_PERCPU_UNLIKELY(c == NULL))
+		return RSK_STOPPED;
+	count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+	if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)p->capacity))
+		return RSK_STOPPED; /* empty: refill */
+	RSK_INJECT_C(8);
+	*obj = __atomic_load_n(&c->slot[count - 1], __ATOMIC_RELAXED);
+	RSK_INJECT_C(9);
+	return RSK_PERCPU_OP_(cmpcmpstore, p->mode, area, idx, &c->gate, &c->count, count,
+			      &c->slot[count - 1], *obj, count - 1);
+}
+
+RSK_PERCPU_INLINE int rsk_pool_try_free_(struct rsk_pool *p, void *obj)
+{
+	int idx = -1;
+	struct rsk_abi_area *area = rsk_percpu_area_(p->mode, p->nr, &idx);
+	struct rsk_pool_part *c;
+	intptr_t count;
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	c = __atomic_load_n(&p->part[idx], __ATOMIC_ACQUIRE);
+	if (RSK_PERCPU_UNLIKELY(c == NULL))
+		return RSK_STOPPED;
+	count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+	if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)p->capacity))
+		return RSK_STOPPED; /* full: flush */
+	RSK_INJECT_C(8);
+	return RSK_PERCPU_OP_(cmpstorestore_release, p->mode, area, idx, &c->gate, &c->count,
+			      count, &c->slot[count], (intptr_t)obj, count + 1);
+}
+
 /*
  * rsk_pool_alloc - an object from the current CPU's cache (refilled from
  * the depot when empty).  Returns it, or NULL with errno ENOMEM (the pool
  * reached max_bytes with every cache drained, or mmap failed) or EINVAL
  * (p NULL).  Lock-free when the cache has an object.
  */
-static inline void *rsk_pool_alloc(struct rsk_pool *p)
+RSK_PERCPU_INLINE void *rsk_pool_alloc(struct rsk_pool *p)
 {
-	unsigned aborts = 0;
+	intptr_t obj;
+	int ret;
 
 	if (RSK_PERCPU_UNLIKELY(p == NULL)) {
 		errno = EINVAL;
 		return NULL;
 	}
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(p->mode, p->nr, &idx);
-		struct rsk_pool_part *c;
-		intptr_t count, obj;
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		c = __atomic_load_n(&p->part[idx], __ATOMIC_ACQUIRE);
-		if (RSK_PERCPU_UNLIKELY(c == NULL))
-			break;
-		count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
-		if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)p->capacity))
-			break; /* empty: refill */
-		RSK_INJECT_C(8);
-		obj = __atomic_load_n(&c->slot[count - 1], __ATOMIC_RELAXED);
-		RSK_INJECT_C(9);
-		ret = RSK_PERCPU_OP_(cmpcmpstore, p->mode, area, idx, &c->gate, &c->count, count,
-				     &c->slot[count - 1], obj, count - 1);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
-			return rsk_pool_checked_(p, (void *)obj);
-		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
-			break;
-	}
-	return rsk_pool_alloc_slow_(p);
+	ret = rsk_pool_try_alloc_(p, &obj);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		return rsk_pool_checked_(p, (void *)obj);
+	return rsk_pool_alloc_slow_(p, ret);
 }
 
 /*
@@ -207,39 +234,18 @@ static inline void *rsk_pool_alloc(struct rsk_pool *p)
  * Returns 0, -EINVAL (p or obj NULL, obj not aligned as the pool's
  * objects).  Lock-free when the cache has room.
  */
-static inline int rsk_pool_free(struct rsk_pool *p, void *obj)
+RSK_PERCPU_INLINE int rsk_pool_free(struct rsk_pool *p, void *obj)
 {
-	unsigned aborts = 0;
+	int ret;
 
 	if (RSK_PERCPU_UNLIKELY(p == NULL || obj == NULL || ((uintptr_t)obj & (p->align - 1))))
 		return -EINVAL;
 	if (RSK_PERCPU_UNLIKELY(p->flags & RSK_POOL_DEBUG))
 		rsk_pool_debug_free_(p, obj);
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(p->mode, p->nr, &idx);
-		struct rsk_pool_part *c;
-		intptr_t count;
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		c = __atomic_load_n(&p->part[idx], __ATOMIC_ACQUIRE);
-		if (RSK_PERCPU_UNLIKELY(c == NULL))
-			break;
-		count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
-		if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)p->capacity))
-			break; /* full: flush */
-		RSK_INJECT_C(8);
-		ret = RSK_PERCPU_OP_(cmpstorestore_release, p->mode, area, idx, &c->gate, &c->count,
-				     count, &c->slot[count], (intptr_t)obj, count + 1);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
-			return 0;
-		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
-			break;
-	}
-	return rsk_pool_free_slow_(p, obj);
+	ret = rsk_pool_try_free_(p, obj);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		return 0;
+	return rsk_pool_free_slow_(p, obj, ret);
 }
 
 #ifdef __cplusplus

@@ -74,13 +74,68 @@ int rsk_ptrbuf_create(struct rsk_ptrbuf **out, enum rsk_index_mode mode, long ca
  * Returns 0, or -EINVAL if b is NULL. */
 int rsk_ptrbuf_destroy(struct rsk_ptrbuf *b);
 
-/* Not API: the one slow path of the buffer (under the part's gate). */
-enum rsk_ptrbuf_op_ { RSK_PTRBUF_PUSH_, RSK_PTRBUF_POP_ };
-int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, void **out);
-
 static inline struct rsk_ptrbuf_part *rsk_ptrbuf_part_(const struct rsk_ptrbuf *b, int idx)
 {
 	return (struct rsk_ptrbuf_part *)(void *)(b->parts + (size_t)idx * b->stride);
+}
+
+/*
+ * Not API: one attempt of each operation (RSK_OK with *idx set, another
+ * RSK_* result, or a final -ENOSPC / -ENOENT), and the slow path: the
+ * operation after a first attempt that returned `ret` (the retries, then
+ * the part's gate).
+ */
+enum rsk_ptrbuf_op_ { RSK_PTRBUF_PUSH_, RSK_PTRBUF_POP_ };
+int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, void **out,
+		     int ret);
+
+RSK_PERCPU_INLINE int rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx)
+{
+	struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, idx);
+	struct rsk_ptrbuf_part *p;
+	intptr_t count;
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	p = rsk_ptrbuf_part_(b, *idx);
+	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+	if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
+		return -ENOSPC;
+	RSK_INJECT_C(8);
+	if (b->flags & RSK_PTRBUF_RELEASE)
+		return RSK_PERCPU_OP_(cmpstorestore_release, b->mode, area, *idx, &p->gate,
+				      &p->count, count, &p->slot[count], (intptr_t)ptr, count + 1);
+	return RSK_PERCPU_OP_(cmpstorestore, b->mode, area, *idx, &p->gate, &p->count, count,
+			      &p->slot[count], (intptr_t)ptr, count + 1);
+}
+
+RSK_PERCPU_INLINE int rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **out, int *idx)
+{
+	struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, idx);
+	struct rsk_ptrbuf_part *p;
+	intptr_t count, ptr;
+	int ret;
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	p = rsk_ptrbuf_part_(b, *idx);
+	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+	if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity)) {
+		*out = NULL;
+		return -ENOENT;
+	}
+	RSK_INJECT_C(8);
+	ptr = __atomic_load_n(&p->slot[count - 1], __ATOMIC_RELAXED);
+	RSK_INJECT_C(9);
+	/* Count and slot both unchanged at the commit: ptr is the top entry,
+	 * taken exactly once. */
+	ret = RSK_PERCPU_OP_(cmpcmpstore, b->mode, area, *idx, &p->gate, &p->count, count,
+			     &p->slot[count - 1], ptr, count - 1);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		*out = (void *)ptr;
+	return ret;
 }
 
 /*
@@ -89,39 +144,18 @@ static inline struct rsk_ptrbuf_part *rsk_ptrbuf_part_(const struct rsk_ptrbuf *
  * stored), -EINVAL (b NULL, or a slow path's fence failed).  Lock-free on
  * the fast path.
  */
-static inline int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
+RSK_PERCPU_INLINE int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
 {
-	unsigned aborts = 0;
+	int idx = -1, ret;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL))
 		return -EINVAL;
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
-		struct rsk_ptrbuf_part *p;
-		intptr_t count;
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		p = rsk_ptrbuf_part_(b, idx);
-		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
-		if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
-			return -ENOSPC;
-		RSK_INJECT_C(8);
-		if (b->flags & RSK_PTRBUF_RELEASE)
-			ret = RSK_PERCPU_OP_(cmpstorestore_release, b->mode, area, idx, &p->gate,
-					     &p->count, count, &p->slot[count], (intptr_t)ptr, count + 1);
-		else
-			ret = RSK_PERCPU_OP_(cmpstorestore, b->mode, area, idx, &p->gate, &p->count,
-					     count, &p->slot[count], (intptr_t)ptr, count + 1);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
-			return idx;
-		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
-			break;
-	}
-	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_PUSH_, ptr, NULL);
+	ret = rsk_ptrbuf_try_push_(b, ptr, &idx);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		return idx;
+	if (ret < RSK_ABORTED)
+		return ret;
+	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_PUSH_, ptr, NULL, ret);
 }
 
 /*
@@ -130,43 +164,18 @@ static inline int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
  * *out = NULL), -EINVAL (b or out NULL, or a slow path's fence failed).
  * Lock-free on the fast path.
  */
-static inline int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
+RSK_PERCPU_INLINE int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
 {
-	unsigned aborts = 0;
+	int idx = -1, ret;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || out == NULL))
 		return -EINVAL;
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
-		struct rsk_ptrbuf_part *p;
-		intptr_t count, ptr;
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		p = rsk_ptrbuf_part_(b, idx);
-		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
-		if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity)) {
-			*out = NULL;
-			return -ENOENT;
-		}
-		RSK_INJECT_C(8);
-		ptr = __atomic_load_n(&p->slot[count - 1], __ATOMIC_RELAXED);
-		RSK_INJECT_C(9);
-		/* Count and slot both unchanged at the commit: ptr is the
-		 * top entry, taken exactly once. */
-		ret = RSK_PERCPU_OP_(cmpcmpstore, b->mode, area, idx, &p->gate, &p->count, count,
-				     &p->slot[count - 1], ptr, count - 1);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
-			*out = (void *)ptr;
-			return idx;
-		}
-		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
-			break;
-	}
-	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_POP_, NULL, out);
+	ret = rsk_ptrbuf_try_pop_(b, out, &idx);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		return idx;
+	if (ret < RSK_ABORTED)
+		return ret;
+	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_POP_, NULL, out, ret);
 }
 
 /*

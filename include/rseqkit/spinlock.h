@@ -56,9 +56,22 @@ int rsk_spinlock_create(struct rsk_spinlock **out, enum rsk_index_mode mode);
  * Returns 0, or -EINVAL if l is NULL. */
 int rsk_spinlock_destroy(struct rsk_spinlock *l);
 
-/* Not API: the slow path of rsk_spinlock_lock, and the contended wait
- * (spins, then yields the CPU so a preempted holder runs). */
-int rsk_spinlock_slow_(struct rsk_spinlock *l);
+/* Not API: one attempt of rsk_spinlock_lock (RSK_OK with *idx set). */
+RSK_PERCPU_INLINE int rsk_spinlock_try_(struct rsk_spinlock *l, int *idx)
+{
+	struct rsk_abi_area *area = rsk_percpu_area_(l->mode, l->nr, idx);
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	return RSK_PERCPU_OP_(cmpstore, l->mode, area, *idx, &l->part[*idx].gate,
+			      &l->part[*idx].locked, 0, 1);
+}
+
+/* Not API: rsk_spinlock_lock after a first attempt on part idx that
+ * returned `ret` (waits and retries, then the slow path); and the
+ * contended wait (spins, then yields the CPU so a preempted holder runs). */
+int rsk_spinlock_slow_(struct rsk_spinlock *l, int idx, int ret);
 void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
 
 /*
@@ -68,34 +81,20 @@ void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
  * yielding the CPU while the lock stays held.  Without rseq, or after too
  * many aborts, the slow path takes the lock under the part's gate.
  */
-static inline int rsk_spinlock_lock(struct rsk_spinlock *l)
+RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 {
-	unsigned round = 0, aborts = 0;
+	int idx = -1, ret;
 
 	if (RSK_PERCPU_UNLIKELY(l == NULL))
 		return -EINVAL;
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(l->mode, l->nr, &idx);
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		ret = RSK_PERCPU_OP_(cmpstore, l->mode, area, idx, &l->part[idx].gate,
-				     &l->part[idx].locked, 0, 1);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
-			/* Nothing of the critical section may move above
-			 * the commit that took the lock. */
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			return idx;
-		}
-		if (ret == RSK_CMPFAIL)
-			rsk_spinlock_wait_(l, idx, round++);
-		else if (ret == RSK_STOPPED || rsk_percpu_give_up_(&aborts))
-			break;
+	ret = rsk_spinlock_try_(l, &idx);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
+		/* Nothing of the critical section may move above the
+		 * commit that took the lock. */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		return idx;
 	}
-	return rsk_spinlock_slow_(l);
+	return rsk_spinlock_slow_(l, idx, ret);
 }
 
 /*
@@ -105,7 +104,7 @@ static inline int rsk_spinlock_lock(struct rsk_spinlock *l)
  * free.  Returns 0, -EINVAL (l NULL, cpu outside [0, l->nr), or that lock
  * is not held).
  */
-static inline int rsk_spinlock_unlock(struct rsk_spinlock *l, int cpu)
+RSK_PERCPU_INLINE int rsk_spinlock_unlock(struct rsk_spinlock *l, int cpu)
 {
 	if (RSK_PERCPU_UNLIKELY(l == NULL || (unsigned)cpu >= (unsigned)l->nr))
 		return -EINVAL;

@@ -65,43 +65,95 @@ int rsk_stack_create(struct rsk_stack **out, enum rsk_index_mode mode);
  * they own memory).  Returns 0, or -EINVAL if s is NULL. */
 int rsk_stack_destroy(struct rsk_stack *s);
 
-/* Not API: the one slow path of the stack (under the part's gate). */
+/*
+ * Not API: one attempt of each operation (RSK_OK with *idx set, another
+ * RSK_* result, or a final -ENOENT), and the slow path: the operation
+ * after a first attempt that returned `ret` (the retries, then the part's
+ * gate).
+ */
 enum rsk_stack_op_ { RSK_STACK_PUSH_, RSK_STACK_POP_, RSK_STACK_POP_ALL_ };
 int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op, struct rsk_stack_node *node,
-		    struct rsk_stack_node **out);
+		    struct rsk_stack_node **out, int ret);
+
+RSK_PERCPU_INLINE int rsk_stack_try_push_(struct rsk_stack *s, struct rsk_stack_node *node,
+					  int *idx)
+{
+	struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, idx);
+	intptr_t head;
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	head = __atomic_load_n(&s->part[*idx].head, __ATOMIC_RELAXED);
+	/* Written before the commit, which publishes it. */
+	node->next = (struct rsk_stack_node *)head;
+	RSK_INJECT_C(8);
+	return RSK_PERCPU_OP_(cmpstore_release, s->mode, area, *idx, &s->part[*idx].gate,
+			      &s->part[*idx].head, head, (intptr_t)node);
+}
+
+RSK_PERCPU_INLINE int rsk_stack_try_pop_(struct rsk_stack *s, struct rsk_stack_node **out,
+					 int *idx)
+{
+	struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, idx);
+	intptr_t node;
+	int ret;
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	RSK_INJECT_C(8);
+	ret = RSK_PERCPU_OP_(pop, s->mode, area, *idx, &s->part[*idx].gate, &s->part[*idx].head, 0,
+			     (intptr_t)offsetof(struct rsk_stack_node, next), &node);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		*out = (struct rsk_stack_node *)node;
+	else if (ret == RSK_CMPFAIL) {
+		*out = NULL;
+		return -ENOENT;
+	}
+	return ret;
+}
+
+RSK_PERCPU_INLINE int rsk_stack_try_pop_all_(struct rsk_stack *s, struct rsk_stack_node **out,
+					     int *idx)
+{
+	struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, idx);
+	intptr_t head;
+	int ret;
+
+	if (RSK_PERCPU_UNLIKELY(area == NULL))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	head = __atomic_load_n(&s->part[*idx].head, __ATOMIC_RELAXED);
+	if (head == 0) {
+		*out = NULL;
+		return -ENOENT;
+	}
+	RSK_INJECT_C(8);
+	/* Comparing the head is enough: whatever list hangs from it at the
+	 * commit is the one taken (its links are read later). */
+	ret = RSK_PERCPU_OP_(cmpstore, s->mode, area, *idx, &s->part[*idx].gate,
+			     &s->part[*idx].head, head, 0);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		*out = (struct rsk_stack_node *)head;
+	return ret;
+}
 
 /*
  * rsk_stack_push - push node on the current CPU's part.
  * Returns the part's index (>= 0), -EINVAL (s or node NULL, or a slow
  * path's fence failed: node not pushed).  Lock-free on the fast path.
  */
-static inline int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *node)
+RSK_PERCPU_INLINE int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *node)
 {
-	unsigned aborts = 0;
+	int idx = -1, ret;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || node == NULL))
 		return -EINVAL;
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, &idx);
-		intptr_t head;
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		head = __atomic_load_n(&s->part[idx].head, __ATOMIC_RELAXED);
-		/* Written before the commit, which publishes it. */
-		node->next = (struct rsk_stack_node *)head;
-		RSK_INJECT_C(8);
-		ret = RSK_PERCPU_OP_(cmpstore_release, s->mode, area, idx, &s->part[idx].gate,
-				     &s->part[idx].head, head, (intptr_t)node);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
-			return idx;
-		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
-			break;
-	}
-	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL);
+	ret = rsk_stack_try_push_(s, node, &idx);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		return idx;
+	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, ret);
 }
 
 /*
@@ -110,36 +162,18 @@ static inline int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *nod
  * to NULL), -EINVAL (s or out NULL, or a slow path's fence failed).
  * Lock-free on the fast path.
  */
-static inline int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out)
+RSK_PERCPU_INLINE int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out)
 {
-	unsigned aborts = 0;
+	int idx = -1, ret;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
 		return -EINVAL;
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, &idx);
-		intptr_t node;
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		RSK_INJECT_C(8);
-		ret = RSK_PERCPU_OP_(pop, s->mode, area, idx, &s->part[idx].gate, &s->part[idx].head, 0,
-				     (intptr_t)offsetof(struct rsk_stack_node, next), &node);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
-			*out = (struct rsk_stack_node *)node;
-			return idx;
-		}
-		if (ret == RSK_CMPFAIL) {
-			*out = NULL;
-			return -ENOENT;
-		}
-		if (ret == RSK_STOPPED || rsk_percpu_give_up_(&aborts))
-			break;
-	}
-	return rsk_stack_slow_(s, RSK_STACK_POP_, NULL, out);
+	ret = rsk_stack_try_pop_(s, out, &idx);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		return idx;
+	if (ret < RSK_ABORTED)
+		return ret;
+	return rsk_stack_slow_(s, RSK_STACK_POP_, NULL, out, ret);
 }
 
 /*
@@ -148,39 +182,18 @@ static inline int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out
  * Returns the part's index (>= 0), -ENOENT (empty; *out = NULL), -EINVAL.
  * Lock-free on the fast path.
  */
-static inline int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_node **out)
+RSK_PERCPU_INLINE int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_node **out)
 {
-	unsigned aborts = 0;
+	int idx = -1, ret;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
 		return -EINVAL;
-	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, &idx);
-		intptr_t head;
-		int ret;
-
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
-			break;
-		RSK_INJECT_C(7);
-		head = __atomic_load_n(&s->part[idx].head, __ATOMIC_RELAXED);
-		if (head == 0) {
-			*out = NULL;
-			return -ENOENT;
-		}
-		RSK_INJECT_C(8);
-		/* Comparing the head is enough: whatever list hangs from it
-		 * at the commit is the one taken (its links are read later). */
-		ret = RSK_PERCPU_OP_(cmpstore, s->mode, area, idx, &s->part[idx].gate,
-				     &s->part[idx].head, head, 0);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
-			*out = (struct rsk_stack_node *)head;
-			return idx;
-		}
-		if (ret == RSK_STOPPED || (ret == RSK_ABORTED && rsk_percpu_give_up_(&aborts)))
-			break;
-	}
-	return rsk_stack_slow_(s, RSK_STACK_POP_ALL_, NULL, out);
+	ret = rsk_stack_try_pop_all_(s, out, &idx);
+	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		return idx;
+	if (ret < RSK_ABORTED)
+		return ret;
+	return rsk_stack_slow_(s, RSK_STACK_POP_ALL_, NULL, out, ret);
 }
 
 /*
