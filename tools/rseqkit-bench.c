@@ -3322,13 +3322,24 @@ static bool on_path(const char *prog)
 	return false;
 }
 
+/* path = outdir/name; -1 (nothing written) if it would not fit. */
+static int plot_path(char *path, size_t len, const char *outdir, const char *name)
+{
+	int n = snprintf(path, len, "%s/%s", outdir, name);
+
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
 /* Data files, a gnuplot script and SVGs in outdir; 0 if gnuplot ran. */
 static int plots(const char *outdir, const char **ops, int nops, struct row *rows, int nrows,
 		 const int *tcounts, int ntc)
 {
 	char path[4096];
 
-	snprintf(path, sizeof(path), "%s/plots.gp", outdir);
+	char name[160];
+
+	if (plot_path(path, sizeof(path), outdir, "plots.gp") < 0)
+		return -1;
 	FILE *gp = fopen(path, "w");
 	if (!gp)
 		return -1;
@@ -3347,8 +3358,8 @@ static int plots(const char *outdir, const char **ops, int nops, struct row *row
 		char tname[32] = "1thread";
 		if (tlow > 1)
 			snprintf(tname, sizeof(tname), "%dthreads", tlow);
-		snprintf(path, sizeof(path), "%s/%s-%s.dat", outdir, op, tname);
-		FILE *d = fopen(path, "w");
+		snprintf(name, sizeof(name), "%.100s-%s.dat", op, tname);
+		FILE *d = plot_path(path, sizeof(path), outdir, name) < 0 ? NULL : fopen(path, "w");
 		int nbar = 0;
 		bool pinned = false;
 		if (!d)
@@ -3376,8 +3387,8 @@ static int plots(const char *outdir, const char **ops, int nops, struct row *row
 				op, tname);
 		}
 		/* Mops/s against threads, one line per implementation */
-		snprintf(path, sizeof(path), "%s/%s-scaling.dat", outdir, op);
-		d = fopen(path, "w");
+		snprintf(name, sizeof(name), "%.100s-scaling.dat", op);
+		d = plot_path(path, sizeof(path), outdir, name) < 0 ? NULL : fopen(path, "w");
 		if (!d)
 			break;
 		int ncol = 0;
