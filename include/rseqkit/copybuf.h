@@ -28,7 +28,8 @@
  *   rsk_copybuf_destroy    nothing                      -
  *
  * Items of a word-multiple size at a word-aligned address are copied in
- * place; others go through a bounce buffer on the stack (one memcpy more).
+ * place; others go through a bounce buffer on the stack (one memcpy more,
+ * and a function call: that case is handled out of line).
  * On any result but success, the item buffer of rsk_copybuf_pop() may
  * have been partly written (the copy is speculative).
  *
