@@ -86,8 +86,11 @@ static inline int rsk_percpu_give_up_(unsigned *aborts)
 /*
  * Not API: after an attempt of a fast path returned `ret`, whether the
  * retry loop runs the section again: after RSK_CMPFAIL (the part changed
- * under it), and after RSK_ABORTED until the abort limit; RSK_STOPPED (or
- * the limit) sends the operation to the gate.
+ * under it; also what a caller passes when it made no attempt yet), and
+ * after RSK_ABORTED until the abort limit; RSK_STOPPED (or the limit)
+ * sends the operation to the gate.  The attempts (rsk_<name>_try_*_())
+ * return those results, or a final negative errno (< RSK_ABORTED: -ENOSPC,
+ * -ENOENT) that ends the operation.
  */
 static inline int rsk_percpu_again_(int ret, unsigned *aborts)
 {
