@@ -98,7 +98,7 @@ RSK_EXPORT int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op,
 			memcpy(bounce, item, b->item_size);
 		}
 	}
-	while (rsk_percpu_again_(ret, &aborts)) {
+	while (rsk_percpu_again(ret, &aborts)) {
 		if (op == RSK_COPYBUF_PUSH_)
 			ret = rsk_copybuf_try_push_(b, words, &idx);
 		else

@@ -61,7 +61,7 @@ RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, int ret)
 	unsigned aborts = 0;
 	int idx = -1;
 
-	while (rsk_percpu_again_(ret, &aborts)) {
+	while (rsk_percpu_again(ret, &aborts)) {
 		ret = rsk_counter_try_(c, count, &idx);
 		if (ret == RSK_OK)
 			return idx;

@@ -24,6 +24,40 @@ void rsk_init_once(void);
 long rsk_sys_rseq(struct rsk_abi_area *area, uint32_t len, int flags);
 int rsk_read_possible_cpus(void);
 
+/*
+ * After an abort (a cold path): count it and tell whether the operation
+ * has now aborted rsk_abort_limit() times in a row and must finish on its
+ * slow path - the progress guarantee when a debugger single-steps.
+ * Injection builds also report it as point 0 of rsk_inject_hook(), a
+ * notification rather than a delay (rseqkit-stress counts aborts per
+ * thread with it; the library's default hook ignores it).
+ */
+static inline int rsk_percpu_give_up(unsigned *aborts)
+{
+#if RSK_INJECTING
+	rsk_inject_hook(0);
+#endif
+	rsk_note_abort();
+	return ++*aborts >= rsk_abort_limit();
+}
+
+/*
+ * The retry rule of every rsk_<name>_slow_(): after an attempt of a fast
+ * path returned `ret`, whether to run the section again - after
+ * RSK_CMPFAIL (the part changed under it; also what a caller passes when
+ * it made no attempt yet), and after RSK_ABORTED until the abort limit.
+ * RSK_STOPPED (or the limit) sends the operation to the gate.  The
+ * attempts (rsk_<name>_try_*_()) return those results, or a final
+ * negative errno (< RSK_ABORTED: -ENOSPC, -ENOENT) that ends the
+ * operation.
+ */
+static inline int rsk_percpu_again(int ret, unsigned *aborts)
+{
+	if (ret == RSK_CMPFAIL)
+		return 1;
+	return ret == RSK_ABORTED && !rsk_percpu_give_up(aborts);
+}
+
 /* The part a slow path works on: the current index when the thread has
  * one inside the structure, else its CPU (any part is correct under its
  * gate; the current CPU's is the one whose cache lines are near). */

@@ -335,7 +335,7 @@ RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
 	unsigned aborts = 0;
 	intptr_t fast;
 
-	while (rsk_percpu_again_(ret, &aborts)) {
+	while (rsk_percpu_again(ret, &aborts)) {
 		ret = rsk_pool_try_alloc_(p, &fast);
 		if (ret == RSK_OK)
 			return rsk_pool_checked_(p, (void *)fast);
@@ -386,7 +386,7 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 	struct rsk_pool_part *c;
 	int idx;
 
-	while (rsk_percpu_again_(ret, &aborts)) {
+	while (rsk_percpu_again(ret, &aborts)) {
 		ret = rsk_pool_try_free_(p, obj);
 		if (ret == RSK_OK)
 			return 0;

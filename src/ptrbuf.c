@@ -84,7 +84,7 @@ RSK_EXPORT int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, vo
 	unsigned aborts = 0;
 	int idx = -1;
 
-	while (rsk_percpu_again_(ret, &aborts)) {
+	while (rsk_percpu_again(ret, &aborts)) {
 		if (op == RSK_PTRBUF_PUSH_)
 			ret = rsk_ptrbuf_try_push_(b, ptr, &idx);
 		else

@@ -64,7 +64,7 @@ RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, int idx, int ret)
 {
 	unsigned round = 0, aborts = 0;
 
-	while (rsk_percpu_again_(ret, &aborts)) {
+	while (rsk_percpu_again(ret, &aborts)) {
 		if (ret == RSK_CMPFAIL)
 			rsk_spinlock_wait_(l, idx, round++);
 		ret = rsk_spinlock_try_(l, &idx);

@@ -74,7 +74,7 @@ RSK_EXPORT int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op,
 	unsigned aborts = 0;
 	int idx = -1;
 
-	while (rsk_percpu_again_(ret, &aborts)) {
+	while (rsk_percpu_again(ret, &aborts)) {
 		if (op == RSK_STACK_PUSH_)
 			ret = rsk_stack_try_push_(s, node, &idx);
 		else if (op == RSK_STACK_POP_)

@@ -3334,9 +3334,7 @@ static int plot_path(char *path, size_t len, const char *outdir, const char *nam
 static int plots(const char *outdir, const char **ops, int nops, struct row *rows, int nrows,
 		 const int *tcounts, int ntc)
 {
-	char path[4096];
-
-	char name[160];
+	char path[4096], name[160];
 
 	if (plot_path(path, sizeof(path), outdir, "plots.gp") < 0)
 		return -1;

@@ -67,39 +67,6 @@
 #define RSK_PERCPU_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /*
- * After an abort (a cold path): count it and tell whether the operation
- * has now aborted rsk_abort_limit() times in a row and must finish on its
- * slow path - the progress guarantee when a debugger single-steps.
- * Injection builds also report it as point 0 of rsk_inject_hook(), a
- * notification rather than a delay (rseqkit-stress counts aborts per
- * thread with it; the library's default hook ignores it).
- */
-static inline int rsk_percpu_give_up_(unsigned *aborts)
-{
-#if RSK_INJECTING
-	rsk_inject_hook(0);
-#endif
-	rsk_note_abort();
-	return ++*aborts >= rsk_abort_limit();
-}
-
-/*
- * Not API: after an attempt of a fast path returned `ret`, whether the
- * retry loop runs the section again: after RSK_CMPFAIL (the part changed
- * under it; also what a caller passes when it made no attempt yet), and
- * after RSK_ABORTED until the abort limit; RSK_STOPPED (or the limit)
- * sends the operation to the gate.  The attempts (rsk_<name>_try_*_())
- * return those results, or a final negative errno (< RSK_ABORTED: -ENOSPC,
- * -ENOENT) that ends the operation.
- */
-static inline int rsk_percpu_again_(int ret, unsigned *aborts)
-{
-	if (ret == RSK_CMPFAIL)
-		return 1;
-	return ret == RSK_ABORTED && !rsk_percpu_give_up_(aborts);
-}
-
-/*
  * The calling thread's rseq area and the index (*idx) it must use for a
  * structure of `nr` parts, or NULL when it cannot run a section on one of
  * them (no rseq, thread not registered, or an index the structure does
