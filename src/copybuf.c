@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Per-CPU copy buffer: creation, quiescent drain, slow path (copybuf.h). */
+/* Per-CPU copy buffer: creation and the slow path (see copybuf.h). */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+
+_Static_assert(sizeof(struct rsk_copybuf) <= RSK_PERCPU_ALIGN, "the header fits its slot");
 
 RSK_EXPORT int rsk_copybuf_create(struct rsk_copybuf **out, enum rsk_index_mode mode,
 				  size_t item_size, long capacity, unsigned flags)
@@ -28,12 +29,9 @@ RSK_EXPORT int rsk_copybuf_create(struct rsk_copybuf **out, enum rsk_index_mode 
 	if (__builtin_mul_overflow(stride, (size_t)nr, &size) ||
 	    __builtin_add_overflow(size, (size_t)RSK_PERCPU_ALIGN, &size))
 		return -ENOMEM;
-	b = aligned_alloc(RSK_PERCPU_ALIGN, size);
+	b = rsk_percpu_create(size, mode);
 	if (b == NULL)
 		return -ENOMEM;
-	memset(b, 0, size);
-	b->mode = rsk_percpu_effective_mode_(mode);
-	b->nr = nr;
 	b->flags = flags;
 	b->item_size = item_size;
 	b->words = words;
@@ -48,86 +46,106 @@ RSK_EXPORT int rsk_copybuf_destroy(struct rsk_copybuf *b)
 {
 	if (b == NULL)
 		return -EINVAL;
-	free(b);
-	return 0;
+	return rsk_percpu_destroy(b, RSK_PERCPU_ALIGN + (size_t)b->nr * b->stride);
 }
 
-/* Do op on part idx under its gate: plain code, the part is ours.
- * Returns 0, -ENOSPC, -ENOENT, or the gate's error. */
-static int op_locked(struct rsk_copybuf *b, int idx, enum rsk_copybuf_op_ op, void *item)
+struct copybuf_op {
+	enum rsk_copybuf_op_ op;
+	intptr_t *words; /* what is copied: the item, or its bounce copy */
+};
+
+static enum rsk_try copybuf_attempt(void *s, void *arg, int *idx)
 {
-	struct rsk_copybuf_part *p = rsk_copybuf_part_(b, idx);
-	int err = rsk_gate_close(&p->gate, b->mode, idx);
-	intptr_t count;
+	struct copybuf_op *o = arg;
 
-	if (err != 0)
-		return err;
-	count = p->count;
-	if (op == RSK_COPYBUF_PUSH_) {
-		if (count >= b->capacity) {
-			err = -ENOSPC;
-		} else {
-			memcpy(&p->item[(size_t)count * b->words], item, b->item_size);
-			/* Release: the item is published with the count. */
-			__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
-		}
-	} else if (count == 0) {
-		err = -ENOENT;
-	} else {
-		memcpy(item, &p->item[(size_t)(count - 1) * b->words], b->item_size);
-		p->count = count - 1;
-	}
-	rsk_gate_open(&p->gate);
-	return err;
+	if (o->op == RSK_COPYBUF_PUSH_)
+		return rsk_copybuf_try_push_(s, o->words, idx, rsk_area_offset_());
+	return rsk_copybuf_try_pop_(s, o->words, idx, rsk_area_offset_());
 }
+
+/* Plain code: with the gate closed and the CPU fenced, the part is ours. */
+static enum rsk_try copybuf_locked(void *s, int idx, void *arg)
+{
+	struct rsk_copybuf *b = s;
+	struct rsk_copybuf_part *p = rsk_copybuf_part_(b, idx);
+	struct copybuf_op *o = arg;
+	intptr_t count = p->count;
+
+	if (o->op == RSK_COPYBUF_PUSH_) {
+		if (count >= b->capacity)
+			return RSK_TRY_FULL;
+		memcpy(&p->item[(size_t)count * b->words], o->words, b->item_size);
+		/* Release: the item is published with the count. */
+		__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
+		return RSK_TRY_DONE;
+	}
+	if (count == 0)
+		return RSK_TRY_EMPTY;
+	memcpy(o->words, &p->item[(size_t)(count - 1) * b->words], b->item_size);
+	p->count = count - 1;
+	return RSK_TRY_DONE;
+}
+
+static intptr_t *copybuf_gate(void *s, int idx)
+{
+	return &rsk_copybuf_part_(s, idx)->gate;
+}
+
+/* Another CPU's part that is empty (pop) or full (push) at a look. */
+static enum rsk_try copybuf_peek(const void *s, int idx, const void *arg)
+{
+	const struct rsk_copybuf *b = s;
+	const struct copybuf_op *o = arg;
+	intptr_t count = __atomic_load_n(&rsk_copybuf_part_(b, idx)->count, __ATOMIC_RELAXED);
+
+	if (o->op == RSK_COPYBUF_PUSH_)
+		return count >= b->capacity ? RSK_TRY_FULL : RSK_TRY_DONE;
+	return count == 0 ? RSK_TRY_EMPTY : RSK_TRY_DONE;
+}
+
+static const struct rsk_percpu_kind copybuf_kind = {
+	.attempt = copybuf_attempt,
+	.locked = copybuf_locked,
+	.gate = copybuf_gate,
+	.peek = copybuf_peek,
+};
 
 RSK_EXPORT int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item,
-				 int ret)
+				 enum rsk_try first)
 {
 	intptr_t bounce[RSK_COPYBUF_MAX_ITEM / sizeof(intptr_t)];
-	intptr_t *words = (intptr_t *)item;
-	unsigned aborts = 0;
-	int idx = -1;
+	struct copybuf_op o = { op, item };
+	int ret;
 
 	if (!rsk_copybuf_direct_(b, item)) {
 		/* The sections copy whole words: through an aligned copy,
 		 * its last word's padding zeroed. */
-		words = bounce;
+		o.words = bounce;
 		if (op == RSK_COPYBUF_PUSH_) {
 			bounce[b->words - 1] = 0;
 			memcpy(bounce, item, b->item_size);
 		}
 	}
-	while (rsk_percpu_again(ret, &aborts)) {
-		if (op == RSK_COPYBUF_PUSH_)
-			ret = rsk_copybuf_try_push_(b, words, &idx);
-		else
-			ret = rsk_copybuf_try_pop_(b, words, &idx);
-		if (ret == RSK_OK) {
-			if (words != item && op == RSK_COPYBUF_POP_)
-				memcpy(item, bounce, b->item_size);
-			return idx;
-		}
-		if (ret < RSK_ABORTED)
-			return ret;
-	}
-	/* The one place that works on the buffer without a critical section. */
-	idx = rsk_percpu_slow_index(b->mode, b->nr);
-	ret = op_locked(b, idx, op, item);
-	rsk_note_slow_path_at(idx);
-	return ret == 0 ? idx : ret;
+	ret = rsk_percpu_slow(b, &copybuf_kind, &o, first);
+	if (ret >= 0 && op == RSK_COPYBUF_POP_ && o.words != item)
+		memcpy(item, bounce, b->item_size);
+	return ret;
 }
 
 RSK_EXPORT int rsk_copybuf_pop_cpu(struct rsk_copybuf *b, int cpu, void *item)
 {
-	if (b == NULL || item == NULL || (unsigned)cpu >= (unsigned)b->nr)
+	struct copybuf_op o = { RSK_COPYBUF_POP_, item };
+
+	if (item == NULL)
 		return -EINVAL;
-	return op_locked(b, cpu, RSK_COPYBUF_POP_, item);
+	return rsk_percpu_on_cpu(b, &copybuf_kind, cpu, &o);
 }
 
 RSK_EXPORT int rsk_copybuf_push_cpu(struct rsk_copybuf *b, int cpu, const void *item)
 {
-	if (b == NULL || item == NULL || (unsigned)cpu >= (unsigned)b->nr)
+	struct copybuf_op o = { RSK_COPYBUF_PUSH_, (intptr_t *)(uintptr_t)item };
+
+	if (item == NULL)
 		return -EINVAL;
-	return op_locked(b, cpu, RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item);
+	return rsk_percpu_on_cpu(b, &copybuf_kind, cpu, &o);
 }

@@ -1,85 +1,84 @@
 /* SPDX-License-Identifier: MIT */
 /* Per-CPU counter: creation, readers and the slow path (see counter.h). */
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 #include "internal.h"
+
+static size_t counter_size(int nr)
+{
+	return sizeof(struct rsk_counter) + (size_t)nr * sizeof(struct rsk_counter_part);
+}
 
 RSK_EXPORT int rsk_counter_create(struct rsk_counter **out, enum rsk_index_mode mode)
 {
 	struct rsk_counter *c;
-	size_t size;
-	int nr;
 
 	if (out == NULL || (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID))
 		return -EINVAL;
-	nr = rsk_possible_cpus();
-	size = sizeof(*c) + (size_t)nr * sizeof(c->part[0]);
-	c = aligned_alloc(RSK_PERCPU_ALIGN, size);
+	c = rsk_percpu_create(counter_size(rsk_possible_cpus()), mode);
 	if (c == NULL)
 		return -ENOMEM;
-	memset(c, 0, size);
-	c->mode = rsk_percpu_effective_mode_(mode);
-	c->nr = nr;
 	*out = c;
 	return 0;
 }
 
 RSK_EXPORT int rsk_counter_destroy(struct rsk_counter *c)
 {
-	if (c == NULL)
-		return -EINVAL;
-	free(c);
-	return 0;
+	return c == NULL ? -EINVAL : rsk_percpu_destroy(c, counter_size(c->nr));
 }
 
-/* Add count to part idx under its gate (or, with old, exchange its value
- * for `replace`); returns idx or the gate's error.  Plain code: with the
- * gate closed and the CPU fenced, no section touches the part (the
- * relaxed atomics are for concurrent readers). */
-static int update_locked(struct rsk_counter *c, int idx, intptr_t count, intptr_t replace,
-			 intptr_t *old)
-{
-	struct rsk_counter_part *p = &c->part[idx];
-	int err = rsk_gate_close(&p->gate, c->mode, idx);
-	intptr_t v;
+/* What one operation does: add `count`, or (exchange) take the value and
+ * store `replace`. */
+struct counter_op {
+	intptr_t count, replace;
+	intptr_t *old; /* non-NULL: exchange */
+};
 
-	if (err != 0)
-		return err;
-	v = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
-	if (old != NULL)
-		*old = v;
+static enum rsk_try counter_attempt(void *s, void *arg, int *idx)
+{
+	return rsk_counter_try_(s, ((struct counter_op *)arg)->count, idx, rsk_area_offset_());
+}
+
+/* Plain code: with the gate closed and the CPU fenced, no section touches
+ * the part (the relaxed atomics are for concurrent readers). */
+static enum rsk_try counter_locked(void *s, int idx, void *arg)
+{
+	struct rsk_counter_part *p = &((struct rsk_counter *)s)->part[idx];
+	struct counter_op *op = arg;
+	intptr_t v = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
+
+	if (op->old != NULL)
+		*op->old = v;
 	else
-		replace = (intptr_t)((uintptr_t)v + (uintptr_t)count);
-	__atomic_store_n(&p->count, replace, __ATOMIC_RELAXED);
-	rsk_gate_open(&p->gate);
-	return idx;
+		op->replace = (intptr_t)((uintptr_t)v + (uintptr_t)op->count);
+	__atomic_store_n(&p->count, op->replace, __ATOMIC_RELAXED);
+	return RSK_TRY_DONE;
 }
 
-RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, int ret)
+static intptr_t *counter_gate(void *s, int idx)
 {
-	unsigned aborts = 0;
-	int idx = -1;
+	return &((struct rsk_counter *)s)->part[idx].gate;
+}
 
-	while (rsk_percpu_again(ret, &aborts)) {
-		ret = rsk_counter_try_(c, count, &idx);
-		if (ret == RSK_OK)
-			return idx;
-	}
-	/* The one place that adds without a critical section. */
-	idx = rsk_percpu_slow_index(c->mode, c->nr);
-	rsk_note_slow_path_at(idx);
-	return update_locked(c, idx, count, 0, NULL);
+static const struct rsk_percpu_kind counter_kind = {
+	.attempt = counter_attempt,
+	.locked = counter_locked,
+	.gate = counter_gate,
+};
+
+RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_try first)
+{
+	struct counter_op op = { .count = count };
+
+	return rsk_percpu_slow(c, &counter_kind, &op, first);
 }
 
 RSK_EXPORT int rsk_counter_exchange(struct rsk_counter *c, int cpu, intptr_t value, intptr_t *old)
 {
-	int ret;
+	struct counter_op op = { .replace = value, .old = old };
 
-	if (c == NULL || old == NULL || (unsigned)cpu >= (unsigned)c->nr)
+	if (old == NULL)
 		return -EINVAL;
-	ret = update_locked(c, cpu, 0, value, old);
-	return ret < 0 ? ret : 0;
+	return rsk_percpu_on_cpu(c, &counter_kind, cpu, &op);
 }
 
 RSK_EXPORT int rsk_counter_read(const struct rsk_counter *c, int cpu, intptr_t *value)
@@ -102,16 +101,19 @@ RSK_EXPORT int rsk_counter_sum(const struct rsk_counter *c, intptr_t *sum)
 	return 0;
 }
 
+/* Every part, even after a part's fence failed: the first error is
+ * reported, the other parts are reset. */
 RSK_EXPORT int rsk_counter_reset(struct rsk_counter *c)
 {
 	intptr_t old;
+	int first = 0;
 
 	if (c == NULL)
 		return -EINVAL;
 	for (int i = 0; i < c->nr; i++) {
 		int err = rsk_counter_exchange(c, i, 0, &old);
-		if (err != 0)
-			return err;
+		if (err != 0 && first == 0)
+			first = err;
 	}
-	return 0;
+	return first;
 }

@@ -17,6 +17,10 @@ struct rsk_process {
 	int own_area;		/* library-owned: our TLS area, not libc's */
 	int possible_cpus;
 	int membarrier_rseq;
+	/* RSK_INDEX_CID structures are possible: mm_cid is written, and an
+	 * unregistered thread's mm_cid field reads as (uint32_t)-1 (see
+	 * percpu.h): libc-owned areas and rseqkit's own TLS area. */
+	int cid_for_structures;
 };
 extern struct rsk_process rsk_process;
 
@@ -59,9 +63,68 @@ static inline int rsk_percpu_again(int ret, unsigned *aborts)
 }
 
 /* The part a slow path works on: the current index when the thread has
- * one inside the structure, else its CPU (any part is correct under its
- * gate; the current CPU's is the one whose cache lines are near). */
+ * one inside the structure, else the thread's home part (any part is
+ * correct under its gate; the current CPU's is the one whose cache lines
+ * are near). */
 int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr);
+
+/* ---- The structures' framework (src/percpu.c) ---- */
+
+/* Values of a structure's magic_: alive (allocated by aligned_alloc or by
+ * mmap), and destroyed. */
+#define RSK_PERCPU_MAGIC	0x7273636bu /* "rsck" */
+#define RSK_PERCPU_MAGIC_MAPPED 0x7273636du
+#define RSK_PERCPU_MAGIC_DEAD	0x64656164u
+
+/* The mode a structure gets for `mode` (see percpu.h). */
+enum rsk_index_mode rsk_percpu_effective_mode(enum rsk_index_mode mode);
+
+/* Fill the fast path's fields of a head whose mode and nr are set. */
+void rsk_percpu_init_head(struct rsk_percpu_head *h);
+
+/* A zeroed, 128-aligned structure of `size` bytes whose head is filled
+ * (mode, nr, index offset, magic), or NULL (bad mode, no memory).  The
+ * caller has checked that size covers the head and rsk_possible_cpus()
+ * parts. */
+void *rsk_percpu_create(size_t size, enum rsk_index_mode mode);
+
+/* Free s (of the size it was created with).  Returns 0, or -EINVAL if s is
+ * NULL or not a live structure (destroyed twice). */
+int rsk_percpu_destroy(void *s, size_t size);
+
+/* What the slow path needs to know of a structure. */
+struct rsk_percpu_kind {
+	/* One attempt of the fast path (the inline one, called from here). */
+	enum rsk_try (*attempt)(void *s, void *arg, int *idx);
+	/* The operation on part idx with plain code while its gate is
+	 * closed: RSK_TRY_DONE, RSK_TRY_EMPTY, RSK_TRY_FULL, or
+	 * RSK_TRY_CHANGED for "busy: wait and try again" (with `wait`). */
+	enum rsk_try (*locked)(void *s, int idx, void *arg);
+	/* The gate of part idx. */
+	intptr_t *(*gate)(void *s, int idx);
+	/* NULL, or how to wait for a busy part (a held lock) before the
+	 * next attempt: round counts the waits of this operation. */
+	void (*wait)(void *s, int idx, unsigned round);
+	/* NULL, or a look at part idx without its gate, for operations on
+	 * another CPU's part: RSK_TRY_EMPTY or RSK_TRY_FULL end the operation
+	 * there (it was so when looked at), without a gate or a fence. */
+	enum rsk_try (*peek)(const void *s, int idx, const void *arg);
+};
+
+/*
+ * The slow path of every structure operation on the current CPU's part:
+ * after a first attempt that returned `first`, the retries (after
+ * RSK_TRY_CHANGED, and after RSK_TRY_ABORTED until the abort limit), the
+ * lazy registration of the thread (after RSK_TRY_NO_INDEX), then the
+ * operation under a part's gate.  Returns the index of the part used, or
+ * -ENOENT, -ENOSPC, -EINVAL (a destroyed structure), or the gate's error.
+ */
+int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_try first);
+
+/* An operation on part `cpu` from anywhere (rsk_<name>_*_cpu): under its
+ * gate.  Returns 0, -EINVAL (s NULL or destroyed, cpu outside the
+ * structure), -ENOENT, -ENOSPC, or the gate's error. */
+int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *arg);
 
 /* rsk_note_slow_path() for a slow path that knows its part's index. */
 void rsk_note_slow_path_at(int idx);

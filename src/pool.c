@@ -269,8 +269,10 @@ RSK_EXPORT int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_conf
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&pi->lock, NULL);
-	pi->pub.mode = rsk_percpu_effective_mode_(cfg->mode);
+	pi->pub.mode = rsk_percpu_effective_mode(cfg->mode);
 	pi->pub.nr = nr;
+	pi->pub.magic_ = RSK_PERCPU_MAGIC;
+	rsk_percpu_init_head((struct rsk_percpu_head *)&pi->pub);
 	pi->pub.flags = cfg->flags;
 	pi->pub.capacity = cfg->cache_capacity;
 	pi->pub.align = align;
@@ -336,7 +338,7 @@ RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
 	intptr_t fast;
 
 	while (rsk_percpu_again(ret, &aborts)) {
-		ret = rsk_pool_try_alloc_(p, &fast);
+		ret = rsk_pool_try_alloc_(p, &fast, rsk_area_offset_());
 		if (ret == RSK_OK)
 			return rsk_pool_checked_(p, (void *)fast);
 	}
@@ -387,7 +389,7 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 	int idx;
 
 	while (rsk_percpu_again(ret, &aborts)) {
-		ret = rsk_pool_try_free_(p, obj);
+		ret = rsk_pool_try_free_(p, obj, rsk_area_offset_());
 		if (ret == RSK_OK)
 			return 0;
 	}

@@ -269,13 +269,3 @@ RSK_EXPORT int rsk_gate_close(intptr_t *gate, enum rsk_index_mode mode, int idx)
 	RSK_PROBE2(gate_close, idx, err);
 	return err;
 }
-
-int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr)
-{
-	int idx = rsk_index(mode);
-
-	if ((unsigned)idx < (unsigned)nr)
-		return idx;
-	idx = rsk_cpu();
-	return idx >= 0 ? idx % nr : 0;
-}

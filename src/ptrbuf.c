@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Per-CPU pointer buffer: creation, quiescent drain, slow path (ptrbuf.h). */
+/* Per-CPU pointer buffer: creation and the slow path (see ptrbuf.h). */
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 #include "internal.h"
+
+_Static_assert(sizeof(struct rsk_ptrbuf) <= RSK_PERCPU_ALIGN, "the header fits its slot");
 
 RSK_EXPORT int rsk_ptrbuf_create(struct rsk_ptrbuf **out, enum rsk_index_mode mode,
 				 long capacity, unsigned flags)
@@ -23,12 +23,9 @@ RSK_EXPORT int rsk_ptrbuf_create(struct rsk_ptrbuf **out, enum rsk_index_mode mo
 	if (__builtin_mul_overflow(stride, (size_t)nr, &size) ||
 	    __builtin_add_overflow(size, (size_t)RSK_PERCPU_ALIGN, &size))
 		return -ENOMEM;
-	b = aligned_alloc(RSK_PERCPU_ALIGN, size);
+	b = rsk_percpu_create(size, mode);
 	if (b == NULL)
 		return -ENOMEM;
-	memset(b, 0, size);
-	b->mode = rsk_percpu_effective_mode_(mode);
-	b->nr = nr;
 	b->flags = flags;
 	b->capacity = capacity;
 	b->stride = stride;
@@ -41,76 +38,98 @@ RSK_EXPORT int rsk_ptrbuf_destroy(struct rsk_ptrbuf *b)
 {
 	if (b == NULL)
 		return -EINVAL;
-	free(b);
-	return 0;
+	return rsk_percpu_destroy(b, RSK_PERCPU_ALIGN + (size_t)b->nr * b->stride);
 }
 
-/* Do op on part idx under its gate: plain code, the part is ours.
- * Returns 0, -ENOSPC, -ENOENT, or the gate's error. */
-static int op_locked(struct rsk_ptrbuf *b, int idx, enum rsk_ptrbuf_op_ op, void *ptr,
-		     void **out)
+struct ptrbuf_op {
+	enum rsk_ptrbuf_op_ op;
+	void *ptr;   /* push */
+	void **out;  /* pop */
+};
+
+static enum rsk_try ptrbuf_attempt(void *s, void *arg, int *idx)
 {
-	struct rsk_ptrbuf_part *p = rsk_ptrbuf_part_(b, idx);
-	int err = rsk_gate_close(&p->gate, b->mode, idx);
-	intptr_t count;
+	struct ptrbuf_op *o = arg;
 
-	if (err != 0)
-		goto out;
-	count = p->count;
-	if (op == RSK_PTRBUF_PUSH_) {
-		if (count >= b->capacity) {
-			err = -ENOSPC;
-		} else {
-			p->slot[count] = (intptr_t)ptr;
-			/* Release: the object is published with the slot. */
-			__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
-		}
-	} else if (count == 0) {
-		err = -ENOENT;
-	} else {
-		*out = (void *)p->slot[count - 1];
-		p->count = count - 1;
-	}
-	rsk_gate_open(&p->gate);
-out:
-	if (err != 0 && out != NULL)
-		*out = NULL;
-	return err;
+	if (o->op == RSK_PTRBUF_PUSH_)
+		return rsk_ptrbuf_try_push_(s, o->ptr, idx, rsk_area_offset_());
+	return rsk_ptrbuf_try_pop_(s, o->out, idx, rsk_area_offset_());
 }
+
+/* Plain code: with the gate closed and the CPU fenced, the part is ours. */
+static enum rsk_try ptrbuf_locked(void *s, int idx, void *arg)
+{
+	struct rsk_ptrbuf *b = s;
+	struct rsk_ptrbuf_part *p = rsk_ptrbuf_part_(b, idx);
+	struct ptrbuf_op *o = arg;
+	intptr_t count = p->count;
+
+	if (o->op == RSK_PTRBUF_PUSH_) {
+		if (count >= b->capacity)
+			return RSK_TRY_FULL;
+		p->slot[count] = (intptr_t)o->ptr;
+		/* Release: the object is published with the slot. */
+		__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
+		return RSK_TRY_DONE;
+	}
+	if (count == 0)
+		return RSK_TRY_EMPTY;
+	*o->out = (void *)p->slot[count - 1];
+	p->count = count - 1;
+	return RSK_TRY_DONE;
+}
+
+static intptr_t *ptrbuf_gate(void *s, int idx)
+{
+	return &rsk_ptrbuf_part_(s, idx)->gate;
+}
+
+/* Another CPU's part that is empty (pop) or full (push) at a look. */
+static enum rsk_try ptrbuf_peek(const void *s, int idx, const void *arg)
+{
+	const struct rsk_ptrbuf *b = s;
+	const struct ptrbuf_op *o = arg;
+	intptr_t count = __atomic_load_n(&rsk_ptrbuf_part_(b, idx)->count, __ATOMIC_RELAXED);
+
+	if (o->op == RSK_PTRBUF_PUSH_)
+		return count >= b->capacity ? RSK_TRY_FULL : RSK_TRY_DONE;
+	return count == 0 ? RSK_TRY_EMPTY : RSK_TRY_DONE;
+}
+
+static const struct rsk_percpu_kind ptrbuf_kind = {
+	.attempt = ptrbuf_attempt,
+	.locked = ptrbuf_locked,
+	.gate = ptrbuf_gate,
+	.peek = ptrbuf_peek,
+};
 
 RSK_EXPORT int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr,
-				void **out, int ret)
+				void **out, enum rsk_try first)
 {
-	unsigned aborts = 0;
-	int idx = -1;
+	struct ptrbuf_op o = { op, ptr, out };
+	int ret = rsk_percpu_slow(b, &ptrbuf_kind, &o, first);
 
-	while (rsk_percpu_again(ret, &aborts)) {
-		if (op == RSK_PTRBUF_PUSH_)
-			ret = rsk_ptrbuf_try_push_(b, ptr, &idx);
-		else
-			ret = rsk_ptrbuf_try_pop_(b, out, &idx);
-		if (ret == RSK_OK)
-			return idx;
-		if (ret < RSK_ABORTED)
-			return ret;
-	}
-	/* The one place that works on the buffer without a critical section. */
-	idx = rsk_percpu_slow_index(b->mode, b->nr);
-	ret = op_locked(b, idx, op, ptr, out);
-	rsk_note_slow_path_at(idx);
-	return ret == 0 ? idx : ret;
+	if (ret < 0 && out != NULL)
+		*out = NULL;
+	return ret;
 }
 
 RSK_EXPORT int rsk_ptrbuf_pop_cpu(struct rsk_ptrbuf *b, int cpu, void **out)
 {
-	if (b == NULL || out == NULL || (unsigned)cpu >= (unsigned)b->nr)
+	struct ptrbuf_op o = { RSK_PTRBUF_POP_, NULL, out };
+	int ret;
+
+	if (out == NULL)
 		return -EINVAL;
-	return op_locked(b, cpu, RSK_PTRBUF_POP_, NULL, out);
+	ret = rsk_percpu_on_cpu(b, &ptrbuf_kind, cpu, &o);
+	if (ret < 0)
+		*out = NULL;
+	return ret;
 }
 
 RSK_EXPORT int rsk_ptrbuf_push_cpu(struct rsk_ptrbuf *b, int cpu, void *ptr)
 {
-	if (b == NULL || (unsigned)cpu >= (unsigned)b->nr)
-		return -EINVAL;
-	return op_locked(b, cpu, RSK_PTRBUF_PUSH_, ptr, NULL);
+	struct ptrbuf_op o = { RSK_PTRBUF_PUSH_, ptr, NULL };
+
+	return rsk_percpu_on_cpu(b, &ptrbuf_kind, cpu, &o);
 }

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,7 +44,9 @@ struct own_area {
 	unsigned char tail[32];
 } __attribute__((aligned(64)));
 static __thread struct own_area own_area = {
-	.area = { .cpu_id = (uint32_t)RSK_ABI_CPU_ID_UNINITIALIZED },
+	/* mm_cid (uint32_t)-1 while unregistered: beyond every structure,
+	 * which lets their fast paths skip a cpu_id test (percpu.h). */
+	.area = { .cpu_id = (uint32_t)RSK_ABI_CPU_ID_UNINITIALIZED, .mm_cid = UINT32_MAX },
 };
 
 struct rsk_thread {
@@ -68,13 +71,34 @@ static void *thread_pointer(void)
 	return rsk_arch_thread_pointer();
 }
 
+/*
+ * Undo the calling thread's registration.  The kernel then writes mm_cid
+ * 0, a valid index: in our own area, where RSK_INDEX_CID structures trust
+ * an unregistered thread's mm_cid to be out of range, it is set back to
+ * (uint32_t)-1 before any signal handler of the thread can run a section.
+ */
+static int unregister_self(void)
+{
+	struct rsk_abi_area *area = rsk_area();
+	sigset_t all, old;
+	int err = 0;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (rsk_sys_rseq(area, rsk_process.registered_size, RSK_ABI_FLAG_UNREGISTER) != 0)
+		err = errno;
+	else if (rsk_process.own_area)
+		__atomic_store_n(&area->mm_cid, UINT32_MAX, __ATOMIC_RELAXED);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
+}
+
 /* Thread exit: undo a registration we made (pthread key destructor). */
 static void thread_exit(void *unused)
 {
 	(void)unused;
 	if (self.own_registered) {
-		rsk_sys_rseq(rsk_area(), rsk_process.registered_size,
-			     RSK_ABI_FLAG_UNREGISTER);
+		unregister_self();
 		self.own_registered = 0;
 	}
 	self.state = RSK_THREAD_OPTED_OUT;
@@ -221,6 +245,8 @@ void rsk_init_once(void)
 	rsk_fast.cid_ok = p->owner != RSK_OWNER_NONE &&
 			  p->feature_size >= RSK_ABI_OFF_MM_CID + 4 &&
 			  p->registered_size >= RSK_ABI_OFF_MM_CID + 4;
+	p->cid_for_structures = rsk_fast.cid_ok &&
+				(p->owner == RSK_OWNER_LIBC || p->own_area);
 	__atomic_store_n(&rsk_fast.area_offset, p->owner != RSK_OWNER_NONE ? offset : 0,
 			 __ATOMIC_RELEASE);
 	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);
@@ -339,9 +365,9 @@ RSK_EXPORT int rsk_unregister(unsigned flags)
 			return 0;
 	}
 	if (self.state == RSK_THREAD_ACTIVE && self.own_registered) {
-		if (rsk_sys_rseq(rsk_area(), rsk_process.registered_size,
-				 RSK_ABI_FLAG_UNREGISTER) != 0)
-			return -errno;
+		int err = unregister_self();
+		if (err != 0)
+			return -err;
 		self.own_registered = 0;
 		self.state = RSK_THREAD_OPTED_OUT;
 	}
@@ -402,6 +428,7 @@ RSK_EXPORT int rsk_status(struct rsk_status *st)
 	 * slice_ctrl and a kernel built with it: PR_RSEQ_SLICE_EXTENSION (79)
 	 * with PR_RSEQ_SLICE_EXTENSION_GET (1) answers instead of failing
 	 * (EINVAL before 7.0, ENOTSUPP when configured out). */
+	st->cid_structures = rsk_process.cid_for_structures != 0;
 	st->slice_ext_available = st->available &&
 				  p->feature_size > RSK_ABI_OFF_SLICE_CTRL + 4 &&
 				  prctl(79, 1, 0, 0, 0) >= 0;

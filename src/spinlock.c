@@ -6,74 +6,76 @@
 #include <string.h>
 #include "internal.h"
 
+static size_t spinlock_size(int nr)
+{
+	return sizeof(struct rsk_spinlock) + (size_t)nr * sizeof(struct rsk_spinlock_part);
+}
+
 RSK_EXPORT int rsk_spinlock_create(struct rsk_spinlock **out, enum rsk_index_mode mode)
 {
 	struct rsk_spinlock *l;
-	size_t size;
-	int nr;
 
 	if (out == NULL || (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID))
 		return -EINVAL;
-	nr = rsk_possible_cpus();
-	size = sizeof(*l) + (size_t)nr * sizeof(l->part[0]);
-	l = aligned_alloc(RSK_PERCPU_ALIGN, size);
+	l = rsk_percpu_create(spinlock_size(rsk_possible_cpus()), mode);
 	if (l == NULL)
 		return -ENOMEM;
-	memset(l, 0, size);
-	l->mode = rsk_percpu_effective_mode_(mode);
-	l->nr = nr;
 	*out = l;
 	return 0;
 }
 
 RSK_EXPORT int rsk_spinlock_destroy(struct rsk_spinlock *l)
 {
-	if (l == NULL)
-		return -EINVAL;
-	free(l);
-	return 0;
+	return l == NULL ? -EINVAL : rsk_percpu_destroy(l, spinlock_size(l->nr));
+}
+
+static enum rsk_try spinlock_attempt(void *s, void *arg, int *idx)
+{
+	(void)arg;
+	return rsk_spinlock_try_(s, idx, rsk_area_offset_());
 }
 
 /* The one place that takes a lock without a critical section: under the
- * part's gate, the lock word is ours to test and set with plain code.
- * A held lock is waited for with the gate open (its holder unlocks with a
+ * part's gate, the lock word is ours to test and set with plain code.  A
+ * held lock is waited for with the gate open (its holder unlocks with a
  * plain store from anywhere, and other threads must keep going). */
-static int lock_gated(struct rsk_spinlock *l)
+static enum rsk_try spinlock_locked(void *s, int idx, void *arg)
 {
-	for (unsigned round = 0;; round++) {
-		int idx = rsk_percpu_slow_index(l->mode, l->nr);
-		struct rsk_spinlock_part *p = &l->part[idx];
-		int err = rsk_gate_close(&p->gate, l->mode, idx);
+	struct rsk_spinlock_part *p = &((struct rsk_spinlock *)s)->part[idx];
 
-		if (round == 0)
-			rsk_note_slow_path_at(idx);
-		if (err != 0)
-			return err;
-		/* Acquire: pairs with the last holder's releasing unlock. */
-		if (__atomic_load_n(&p->locked, __ATOMIC_ACQUIRE) == 0) {
-			__atomic_store_n(&p->locked, 1, __ATOMIC_RELAXED);
-			rsk_gate_open(&p->gate);
-			return idx;
-		}
-		rsk_gate_open(&p->gate);
-		rsk_spinlock_wait_(l, idx, round);
-	}
+	(void)arg;
+	/* Acquire: pairs with the last holder's releasing unlock. */
+	if (__atomic_load_n(&p->locked, __ATOMIC_ACQUIRE) != 0)
+		return RSK_TRY_CHANGED;
+	__atomic_store_n(&p->locked, 1, __ATOMIC_RELAXED);
+	return RSK_TRY_DONE;
 }
 
-RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, int idx, int ret)
+static intptr_t *spinlock_gate(void *s, int idx)
 {
-	unsigned round = 0, aborts = 0;
+	return &((struct rsk_spinlock *)s)->part[idx].gate;
+}
 
-	while (rsk_percpu_again(ret, &aborts)) {
-		if (ret == RSK_CMPFAIL)
-			rsk_spinlock_wait_(l, idx, round++);
-		ret = rsk_spinlock_try_(l, &idx);
-		if (ret == RSK_OK) {
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			return idx;
-		}
-	}
-	return lock_gated(l);
+static void spinlock_wait(void *s, int idx, unsigned round)
+{
+	rsk_spinlock_wait_(s, idx, round);
+}
+
+static const struct rsk_percpu_kind spinlock_kind = {
+	.attempt = spinlock_attempt,
+	.locked = spinlock_locked,
+	.gate = spinlock_gate,
+	.wait = spinlock_wait,
+};
+
+RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_try first)
+{
+	int idx = rsk_percpu_slow(l, &spinlock_kind, NULL, first);
+
+	/* Nothing of the critical section may move above the commit that
+	 * took the lock. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return idx;
 }
 
 static inline void cpu_relax(void)

@@ -1,108 +1,130 @@
 /* SPDX-License-Identifier: MIT */
-/* Per-CPU stack: creation, quiescent drain, slow path (see stack.h). */
+/* Per-CPU stack: creation and the slow path (see stack.h). */
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 #include "internal.h"
+
+static size_t stack_size(int nr)
+{
+	return sizeof(struct rsk_stack) + (size_t)nr * sizeof(struct rsk_stack_part);
+}
 
 RSK_EXPORT int rsk_stack_create(struct rsk_stack **out, enum rsk_index_mode mode)
 {
 	struct rsk_stack *s;
-	size_t size;
-	int nr;
 
 	if (out == NULL || (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID))
 		return -EINVAL;
-	nr = rsk_possible_cpus();
-	size = sizeof(*s) + (size_t)nr * sizeof(s->part[0]);
-	s = aligned_alloc(RSK_PERCPU_ALIGN, size);
+	s = rsk_percpu_create(stack_size(rsk_possible_cpus()), mode);
 	if (s == NULL)
 		return -ENOMEM;
-	memset(s, 0, size);
-	s->mode = rsk_percpu_effective_mode_(mode);
-	s->nr = nr;
 	*out = s;
 	return 0;
 }
 
 RSK_EXPORT int rsk_stack_destroy(struct rsk_stack *s)
 {
-	if (s == NULL)
-		return -EINVAL;
-	free(s);
-	return 0;
+	return s == NULL ? -EINVAL : rsk_percpu_destroy(s, stack_size(s->nr));
 }
 
-/* Do op on part idx under its gate: plain code, the part is ours.
- * Returns 0, -ENOENT (nothing to pop), or the gate's error. */
-static int op_locked(struct rsk_stack *s, int idx, enum rsk_stack_op_ op,
-		     struct rsk_stack_node *node, struct rsk_stack_node **out)
+struct stack_op {
+	enum rsk_stack_op_ op;
+	struct rsk_stack_node *node;  /* push */
+	struct rsk_stack_node **out;  /* pop, pop_all */
+};
+
+static enum rsk_try stack_attempt(void *s, void *arg, int *idx)
 {
-	struct rsk_stack_part *p = &s->part[idx];
-	struct rsk_stack_node *head;
-	int err = rsk_gate_close(&p->gate, s->mode, idx);
+	struct stack_op *o = arg;
 
-	if (err != 0) {
-		if (out != NULL)
-			*out = NULL;
-		return err;
-	}
-	head = (struct rsk_stack_node *)p->head;
-	switch (op) {
-	case RSK_STACK_PUSH_:
-		node->next = head;
-		/* Release, as the fast path's push: the node is published. */
-		__atomic_store_n(&p->head, (intptr_t)node, __ATOMIC_RELEASE);
-		break;
-	case RSK_STACK_POP_:
-		*out = head;
-		if (head != NULL)
-			p->head = (intptr_t)head->next;
-		break;
-	case RSK_STACK_POP_ALL_:
-		*out = head;
-		p->head = 0;
-		break;
-	}
-	rsk_gate_open(&p->gate);
-	return op != RSK_STACK_PUSH_ && head == NULL ? -ENOENT : 0;
+	if (o->op == RSK_STACK_PUSH_)
+		return rsk_stack_try_push_(s, o->node, idx, rsk_area_offset_());
+	if (o->op == RSK_STACK_POP_)
+		return rsk_stack_try_pop_(s, o->out, idx, rsk_area_offset_());
+	return rsk_stack_try_pop_all_(s, o->out, idx, rsk_area_offset_());
 }
+
+/* Plain code: with the gate closed and the CPU fenced, the part is ours. */
+static enum rsk_try stack_locked(void *s, int idx, void *arg)
+{
+	struct rsk_stack_part *p = &((struct rsk_stack *)s)->part[idx];
+	struct stack_op *o = arg;
+	struct rsk_stack_node *head = (struct rsk_stack_node *)p->head;
+
+	switch (o->op) {
+	case RSK_STACK_PUSH_:
+		o->node->next = head;
+		/* Release, as the fast path's push: the node is published. */
+		__atomic_store_n(&p->head, (intptr_t)o->node, __ATOMIC_RELEASE);
+		return RSK_TRY_DONE;
+	case RSK_STACK_POP_:
+		*o->out = head;
+		if (head == NULL)
+			return RSK_TRY_EMPTY;
+		p->head = (intptr_t)head->next;
+		return RSK_TRY_DONE;
+	case RSK_STACK_POP_ALL_:
+		*o->out = head;
+		p->head = 0;
+		return head == NULL ? RSK_TRY_EMPTY : RSK_TRY_DONE;
+	}
+	return RSK_TRY_EMPTY;
+}
+
+static intptr_t *stack_gate(void *s, int idx)
+{
+	return &((struct rsk_stack *)s)->part[idx].gate;
+}
+
+/* Another CPU's empty part: nothing to take, no gate needed. */
+static enum rsk_try stack_peek(const void *s, int idx, const void *arg)
+{
+	const struct stack_op *o = arg;
+
+	if (o->op != RSK_STACK_PUSH_ &&
+	    __atomic_load_n(&((const struct rsk_stack *)s)->part[idx].head, __ATOMIC_RELAXED) == 0) {
+		*o->out = NULL;
+		return RSK_TRY_EMPTY;
+	}
+	return RSK_TRY_DONE;
+}
+
+static const struct rsk_percpu_kind stack_kind = {
+	.attempt = stack_attempt,
+	.locked = stack_locked,
+	.gate = stack_gate,
+	.peek = stack_peek,
+};
 
 RSK_EXPORT int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op,
-			       struct rsk_stack_node *node, struct rsk_stack_node **out, int ret)
+			       struct rsk_stack_node *node, struct rsk_stack_node **out,
+			       enum rsk_try first)
 {
-	unsigned aborts = 0;
-	int idx = -1;
+	struct stack_op o = { op, node, out };
+	int ret = rsk_percpu_slow(s, &stack_kind, &o, first);
 
-	while (rsk_percpu_again(ret, &aborts)) {
-		if (op == RSK_STACK_PUSH_)
-			ret = rsk_stack_try_push_(s, node, &idx);
-		else if (op == RSK_STACK_POP_)
-			ret = rsk_stack_try_pop_(s, out, &idx);
-		else
-			ret = rsk_stack_try_pop_all_(s, out, &idx);
-		if (ret == RSK_OK)
-			return idx;
-		if (ret < RSK_ABORTED)
-			return ret;
-	}
-	/* The one place that works on the stack without a critical section. */
-	idx = rsk_percpu_slow_index(s->mode, s->nr);
-	ret = op_locked(s, idx, op, node, out);
-	rsk_note_slow_path_at(idx);
-	return ret == 0 ? idx : ret;
+	if (ret < 0 && out != NULL)
+		*out = NULL;
+	return ret;
 }
 
 RSK_EXPORT int rsk_stack_pop_all_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node **out)
 {
-	if (s == NULL || out == NULL || (unsigned)cpu >= (unsigned)s->nr)
+	struct stack_op o = { RSK_STACK_POP_ALL_, NULL, out };
+	int ret;
+
+	if (out == NULL)
 		return -EINVAL;
-	return op_locked(s, cpu, RSK_STACK_POP_ALL_, NULL, out);
+	ret = rsk_percpu_on_cpu(s, &stack_kind, cpu, &o);
+	if (ret < 0)
+		*out = NULL;
+	return ret;
 }
 
 RSK_EXPORT int rsk_stack_push_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node *node)
 {
-	if (s == NULL || node == NULL || (unsigned)cpu >= (unsigned)s->nr)
+	struct stack_op o = { RSK_STACK_PUSH_, node, NULL };
+
+	if (node == NULL)
 		return -EINVAL;
-	return op_locked(s, cpu, RSK_STACK_PUSH_, node, NULL);
+	return rsk_percpu_on_cpu(s, &stack_kind, cpu, &o);
 }

@@ -1149,14 +1149,13 @@ static __attribute__((unused)) int ckring_check(void *sh, struct thr *t, int n, 
  *
  * rseqkit-ungated rows are local copies of the library's inline fast
  * paths (counter.h, spinlock.h, stack.h, ptrbuf.h, copybuf.h) that call
- * the plain rsk_arch_<op>_cpu sections instead of rsk_arch_gated_<op>_cpu:
+ * the plain rsk_arch_<op>_at sections instead of rsk_arch_gated_<op>_at:
  * the same index load, the same loads and commit, no load of the part's
  * gate and no branch on it.  For the benchmark only: without the gate a
  * slow path elsewhere would not stop these sections, so on an abort they
  * simply retry (pure rseq, no give-up); where the thread cannot run a
  * section at all (no rseq in the process) they call the library's
  * operation, whose slow path is then the only path any thread takes.
- * The structures are created in RSK_INDEX_CPU mode, so _cpu is right.
  */
 #if defined(BENCH_HAVE_RSK_COUNTER) && defined(BENCH_HAVE_RSK_STACK) &&                    \
 	defined(BENCH_HAVE_RSK_PTRBUF) && defined(BENCH_HAVE_RSK_COPYBUF) &&              \
@@ -1167,14 +1166,16 @@ static inline __attribute__((always_inline)) int ug_counter_add(struct rsk_count
 								intptr_t count)
 {
 	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(c->mode, c->nr, &idx);
+		uint32_t idx;
+		rsk_arch_area_t area;
+		int ready = rsk_percpu_enter_(rsk_area_offset_(), c->index_offset_, c->fast_nr_,
+						  &area, &idx);
 
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
+		if (RSK_PERCPU_UNLIKELY(!ready))
 			return rsk_counter_add(c, count);
-		if (RSK_PERCPU_LIKELY(rsk_arch_add_cpu(area, idx, &c->part[idx].count, count) ==
+		if (RSK_PERCPU_LIKELY(rsk_arch_add_at(area, c->index_offset_, (int)idx, &c->part[idx].count, count) ==
 				      RSK_OK))
-			return idx;
+			return (int)idx;
 		rsk_note_abort();
 	}
 }
@@ -1191,16 +1192,18 @@ static inline __attribute__((always_inline)) int ug_spinlock_lock(struct rsk_spi
 	unsigned round = 0;
 
 	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(l->mode, l->nr, &idx);
+		uint32_t idx;
+		rsk_arch_area_t area;
+		int ready = rsk_percpu_enter_(rsk_area_offset_(), l->index_offset_, l->fast_nr_,
+						  &area, &idx);
 		int ret;
 
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
+		if (RSK_PERCPU_UNLIKELY(!ready))
 			return rsk_spinlock_lock(l);
-		ret = rsk_arch_cmpstore_cpu(area, idx, &l->part[idx].locked, 0, 1);
+		ret = rsk_arch_cmpstore_at(area, l->index_offset_, (int)idx, &l->part[idx].locked, 0, 1);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			return idx;
+			return (int)idx;
 		}
 		if (ret == RSK_CMPFAIL)
 			rsk_spinlock_wait_(l, idx, round++);
@@ -1228,17 +1231,19 @@ static inline __attribute__((always_inline)) int ug_stack_push(struct rsk_stack 
 							       struct rsk_stack_node *node)
 {
 	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, &idx);
+		uint32_t idx;
+		rsk_arch_area_t area;
+		int ready = rsk_percpu_enter_(rsk_area_offset_(), s->index_offset_, s->fast_nr_,
+						  &area, &idx);
 		intptr_t head;
 
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
+		if (RSK_PERCPU_UNLIKELY(!ready))
 			return rsk_stack_push(s, node);
 		head = __atomic_load_n(&s->part[idx].head, __ATOMIC_RELAXED);
 		node->next = (struct rsk_stack_node *)head;
-		if (RSK_PERCPU_LIKELY(rsk_arch_cmpstore_release_cpu(area, idx, &s->part[idx].head,
+		if (RSK_PERCPU_LIKELY(rsk_arch_cmpstore_release_at(area, s->index_offset_, (int)idx, &s->part[idx].head,
 								     head, (intptr_t)node) == RSK_OK))
-			return idx;
+			return (int)idx;
 		rsk_note_abort();
 	}
 }
@@ -1247,18 +1252,20 @@ static inline __attribute__((always_inline)) int ug_stack_pop(struct rsk_stack *
 							      struct rsk_stack_node **out)
 {
 	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, &idx);
+		uint32_t idx;
+		rsk_arch_area_t area;
+		int ready = rsk_percpu_enter_(rsk_area_offset_(), s->index_offset_, s->fast_nr_,
+						  &area, &idx);
 		intptr_t node;
 		int ret;
 
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
+		if (RSK_PERCPU_UNLIKELY(!ready))
 			return rsk_stack_pop(s, out);
-		ret = rsk_arch_pop_cpu(area, idx, &s->part[idx].head, 0,
+		ret = rsk_arch_pop_at(area, s->index_offset_, (int)idx, &s->part[idx].head, 0,
 				       (intptr_t)offsetof(struct rsk_stack_node, next), &node);
 		if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
 			*out = (struct rsk_stack_node *)node;
-			return idx;
+			return (int)idx;
 		}
 		if (ret == RSK_CMPFAIL) {
 			*out = NULL;
@@ -1283,21 +1290,23 @@ static void ug_xfer_stack(void *sh, struct thr *t, unsigned n)
 static inline __attribute__((always_inline)) int ug_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
 {
 	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		uint32_t idx;
+		rsk_arch_area_t area;
+		int ready = rsk_percpu_enter_(rsk_area_offset_(), b->index_offset_, b->fast_nr_,
+						  &area, &idx);
 		struct rsk_ptrbuf_part *p;
 		intptr_t count;
 
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
+		if (RSK_PERCPU_UNLIKELY(!ready))
 			return rsk_ptrbuf_push(b, ptr);
 		p = rsk_ptrbuf_part_(b, idx);
 		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 		if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
 			return -ENOSPC;
-		if (RSK_PERCPU_LIKELY(rsk_arch_cmpstorestore_cpu(area, idx, &p->count, count,
+		if (RSK_PERCPU_LIKELY(rsk_arch_cmpstorestore_at(area, b->index_offset_, (int)idx, &p->count, count,
 								  &p->slot[count], (intptr_t)ptr,
 								  count + 1) == RSK_OK))
-			return idx;
+			return (int)idx;
 		rsk_note_abort();
 	}
 }
@@ -1305,12 +1314,14 @@ static inline __attribute__((always_inline)) int ug_ptrbuf_push(struct rsk_ptrbu
 static inline __attribute__((always_inline)) int ug_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
 {
 	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		uint32_t idx;
+		rsk_arch_area_t area;
+		int ready = rsk_percpu_enter_(rsk_area_offset_(), b->index_offset_, b->fast_nr_,
+						  &area, &idx);
 		struct rsk_ptrbuf_part *p;
 		intptr_t count, ptr;
 
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
+		if (RSK_PERCPU_UNLIKELY(!ready))
 			return rsk_ptrbuf_pop(b, out);
 		p = rsk_ptrbuf_part_(b, idx);
 		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
@@ -1319,11 +1330,11 @@ static inline __attribute__((always_inline)) int ug_ptrbuf_pop(struct rsk_ptrbuf
 			return -ENOENT;
 		}
 		ptr = __atomic_load_n(&p->slot[count - 1], __ATOMIC_RELAXED);
-		if (RSK_PERCPU_LIKELY(rsk_arch_cmpcmpstore_cpu(area, idx, &p->count, count,
+		if (RSK_PERCPU_LIKELY(rsk_arch_cmpcmpstore_at(area, b->index_offset_, (int)idx, &p->count, count,
 								&p->slot[count - 1], ptr,
 								count - 1) == RSK_OK)) {
 			*out = (void *)ptr;
-			return idx;
+			return (int)idx;
 		}
 		rsk_note_abort();
 	}
@@ -1345,22 +1356,24 @@ static inline __attribute__((always_inline)) int ug_copybuf_push(struct rsk_copy
 								 const intptr_t *src)
 {
 	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		uint32_t idx;
+		rsk_arch_area_t area;
+		int ready = rsk_percpu_enter_(rsk_area_offset_(), b->index_offset_, b->fast_nr_,
+						  &area, &idx);
 		struct rsk_copybuf_part *p;
 		intptr_t count;
 
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
+		if (RSK_PERCPU_UNLIKELY(!ready))
 			return rsk_copybuf_push(b, src);
 		p = rsk_copybuf_part_(b, idx);
 		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 		if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
 			return -ENOSPC;
-		if (RSK_PERCPU_LIKELY(rsk_arch_cmpcopystore_cpu(area, idx, &p->count, count,
+		if (RSK_PERCPU_LIKELY(rsk_arch_cmpcopystore_at(area, b->index_offset_, (int)idx, &p->count, count,
 								 &p->item[(size_t)count * b->words],
 								 src, (intptr_t)b->words,
 								 count + 1) == RSK_OK))
-			return idx;
+			return (int)idx;
 		rsk_note_abort();
 	}
 }
@@ -1369,22 +1382,23 @@ static inline __attribute__((always_inline)) int ug_copybuf_pop(struct rsk_copyb
 								intptr_t *dst)
 {
 	for (;;) {
-		int idx = -1;
-		struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, &idx);
+		uint32_t idx;
+		rsk_arch_area_t area;
+		int ready = rsk_percpu_enter_(rsk_area_offset_(), b->index_offset_, b->fast_nr_,
+						  &area, &idx);
 		struct rsk_copybuf_part *p;
 		intptr_t count;
 
-		if (RSK_PERCPU_UNLIKELY(area == NULL))
+		if (RSK_PERCPU_UNLIKELY(!ready))
 			return rsk_copybuf_pop(b, dst);
 		p = rsk_copybuf_part_(b, idx);
 		count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 		if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity))
 			return -ENOENT;
-		if (RSK_PERCPU_LIKELY(rsk_arch_cmpcopystore_cpu(
-					      area, idx, &p->count, count, dst,
+		if (RSK_PERCPU_LIKELY(rsk_arch_cmpcopystore_at(area, b->index_offset_, (int)idx, &p->count, count, dst,
 					      &p->item[(size_t)(count - 1) * b->words],
 					      (intptr_t)b->words, count - 1) == RSK_OK))
-			return idx;
+			return (int)idx;
 		rsk_note_abort();
 	}
 }

@@ -343,16 +343,25 @@ static void one_rep(struct worker *w, long rep)
 }
 
 /* -D M: take this thread's registration away (whoever made it, libc or
- * rseqkit), as a thread that never registered would be. */
+ * rseqkit), as a thread that never registered would be.  The kernel then
+ * writes mm_cid 0; a thread that never registered has (uint32_t)-1 there
+ * in the areas whose mm_cid the structures use (rsk_unregister(3) says
+ * why), so the field is set back as rsk_unregister() does it. */
 static void unregister_self(void)
 {
 	struct rsk_status st;
 	struct rsk_abi_area *area = rsk_area();
+	sigset_t all, old;
 
 	rsk_status(&st);
-	if (area != NULL && rsk_area_cpu_id(area) >= 0)
-		syscall(RSK_ARCH_NR_RSEQ, area, st.registered_size, RSK_ABI_FLAG_UNREGISTER,
-			RSK_ARCH_SIGNATURE);
+	if (area == NULL || rsk_area_cpu_id(area) < 0)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (syscall(RSK_ARCH_NR_RSEQ, area, st.registered_size, RSK_ABI_FLAG_UNREGISTER,
+		    RSK_ARCH_SIGNATURE) == 0)
+		__atomic_store_n(&area->mm_cid, UINT32_MAX, __ATOMIC_RELAXED);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void *worker_main(void *arg)

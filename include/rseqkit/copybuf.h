@@ -60,8 +60,7 @@ struct rsk_copybuf_part {
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_copybuf {
-	enum rsk_index_mode mode; /* read-only: the mode in effect */
-	int nr;			  /* read-only: number of parts */
+	RSK_PERCPU_HEAD;	  /* mode, nr: read-only */
 	unsigned flags;		  /* read-only: RSK_COPYBUF_* */
 	size_t item_size;	  /* read-only: bytes per item, as created */
 	size_t words;		  /* item_size rounded up to words */
@@ -80,22 +79,24 @@ struct rsk_copybuf {
 int rsk_copybuf_create(struct rsk_copybuf **out, enum rsk_index_mode mode, size_t item_size,
 		       long capacity, unsigned flags);
 
-/* rsk_copybuf_destroy - free b.  Returns 0, or -EINVAL if b is NULL. */
+/* rsk_copybuf_destroy - free b.  Returns 0, or -EINVAL if b is NULL or
+ * destroyed already. */
 int rsk_copybuf_destroy(struct rsk_copybuf *b);
 
 /*
- * Not API: one attempt of each operation on word-aligned items (RSK_OK
- * with *idx set, another RSK_* result, or a final -ENOSPC / -ENOENT), and
- * the slow path: the operation after a first attempt that returned `ret`
- * (RSK_CMPFAIL if none was made: items that are not word-aligned go
- * through a bounce buffer there), the retries, then the part's gate.
+ * Not API: one attempt of each operation on word-aligned items
+ * (RSK_TRY_DONE with *idx set, RSK_TRY_FULL, RSK_TRY_EMPTY or another
+ * rsk_try), and the slow path: the operation after a first attempt that
+ * returned `first` (RSK_TRY_CHANGED if none was made: items that are not
+ * word-aligned go through a bounce buffer there).
  */
 enum rsk_copybuf_op_ { RSK_COPYBUF_PUSH_, RSK_COPYBUF_POP_ };
-int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item, int ret);
+int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item,
+		      enum rsk_try first);
 
-static inline struct rsk_copybuf_part *rsk_copybuf_part_(const struct rsk_copybuf *b, int idx)
+static inline struct rsk_copybuf_part *rsk_copybuf_part_(const struct rsk_copybuf *b, size_t idx)
 {
-	return (struct rsk_copybuf_part *)(void *)(b->parts + (size_t)idx * b->stride);
+	return (struct rsk_copybuf_part *)(void *)(b->parts + idx * b->stride);
 }
 
 /* Whether item can be copied a word at a time in place. */
@@ -104,46 +105,54 @@ static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *i
 	return ((uintptr_t)item | b->item_size) % sizeof(intptr_t) == 0;
 }
 
-RSK_PERCPU_INLINE int rsk_copybuf_try_push_(struct rsk_copybuf *b, const intptr_t *src, int *idx)
+RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_push_(struct rsk_copybuf *b, const intptr_t *src,
+						     int *idx, ptrdiff_t off)
 {
-	struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, idx);
+	uint32_t ioff = b->index_offset_, i;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, b->fast_nr_, &area, &i);
 	struct rsk_copybuf_part *p;
 	intptr_t count;
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
-		return RSK_STOPPED;
+	if (RSK_PERCPU_UNLIKELY(!ready))
+		return RSK_TRY_NO_INDEX;
+	*idx = (int)i;
 	RSK_INJECT_C(7);
-	p = rsk_copybuf_part_(b, *idx);
+	p = rsk_copybuf_part_(b, i);
 	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
-		return -ENOSPC;
+		return RSK_TRY_FULL;
 	RSK_INJECT_C(8);
 	if (b->flags & RSK_COPYBUF_RELEASE)
-		return RSK_PERCPU_OP_(cmpcopystore_release, b->mode, area, *idx, &p->gate,
-				      &p->count, count, &p->item[(size_t)count * b->words], src,
+		return RSK_PERCPU_OP_(cmpcopystore_release, ioff, area, i, &p->gate, &p->count,
+				      count, &p->item[(size_t)count * b->words], src,
 				      (intptr_t)b->words, count + 1);
-	return RSK_PERCPU_OP_(cmpcopystore, b->mode, area, *idx, &p->gate, &p->count, count,
+	return RSK_PERCPU_OP_(cmpcopystore, ioff, area, i, &p->gate, &p->count, count,
 			      &p->item[(size_t)count * b->words], src, (intptr_t)b->words,
 			      count + 1);
 }
 
-RSK_PERCPU_INLINE int rsk_copybuf_try_pop_(struct rsk_copybuf *b, intptr_t *dst, int *idx)
+RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_pop_(struct rsk_copybuf *b, intptr_t *dst,
+						    int *idx, ptrdiff_t off)
 {
-	struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, idx);
+	uint32_t ioff = b->index_offset_, i;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, b->fast_nr_, &area, &i);
 	struct rsk_copybuf_part *p;
 	intptr_t count;
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
-		return RSK_STOPPED;
+	if (RSK_PERCPU_UNLIKELY(!ready))
+		return RSK_TRY_NO_INDEX;
+	*idx = (int)i;
 	RSK_INJECT_C(7);
-	p = rsk_copybuf_part_(b, *idx);
+	p = rsk_copybuf_part_(b, i);
 	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity))
-		return -ENOENT;
+		return RSK_TRY_EMPTY;
 	RSK_INJECT_C(8);
 	/* The count unchanged at the commit means nothing touched the part
 	 * since the section started: the copy is whole. */
-	return RSK_PERCPU_OP_(cmpcopystore, b->mode, area, *idx, &p->gate, &p->count, count, dst,
+	return RSK_PERCPU_OP_(cmpcopystore, ioff, area, i, &p->gate, &p->count, count, dst,
 			      &p->item[(size_t)(count - 1) * b->words], (intptr_t)b->words,
 			      count - 1);
 }
@@ -156,18 +165,20 @@ RSK_PERCPU_INLINE int rsk_copybuf_try_pop_(struct rsk_copybuf *b, intptr_t *dst,
  */
 RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 {
-	int idx = -1, ret = RSK_CMPFAIL;
+	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_try r = RSK_TRY_CHANGED;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
 		return -EINVAL;
 	if (RSK_PERCPU_LIKELY(rsk_copybuf_direct_(b, item))) {
-		ret = rsk_copybuf_try_push_(b, (const intptr_t *)item, &idx);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		r = rsk_copybuf_try_push_(b, (const intptr_t *)item, &idx, off);
+		if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
 			return idx;
-		if (ret < RSK_ABORTED)
-			return ret;
+		if (r == RSK_TRY_FULL)
+			return -ENOSPC;
 	}
-	return rsk_copybuf_slow_(b, RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item, ret);
+	return rsk_copybuf_slow_(b, RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item, r);
 }
 
 /*
@@ -178,18 +189,20 @@ RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
  */
 RSK_PERCPU_INLINE int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
 {
-	int idx = -1, ret = RSK_CMPFAIL;
+	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_try r = RSK_TRY_CHANGED;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
 		return -EINVAL;
 	if (RSK_PERCPU_LIKELY(rsk_copybuf_direct_(b, item))) {
-		ret = rsk_copybuf_try_pop_(b, (intptr_t *)item, &idx);
-		if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+		r = rsk_copybuf_try_pop_(b, (intptr_t *)item, &idx, off);
+		if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
 			return idx;
-		if (ret < RSK_ABORTED)
-			return ret;
+		if (r == RSK_TRY_EMPTY)
+			return -ENOENT;
 	}
-	return rsk_copybuf_slow_(b, RSK_COPYBUF_POP_, item, ret);
+	return rsk_copybuf_slow_(b, RSK_COPYBUF_POP_, item, r);
 }
 
 /*

@@ -44,8 +44,7 @@ struct rsk_counter_part {
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_counter {
-	enum rsk_index_mode mode; /* read-only: the mode in effect */
-	int nr;			  /* read-only: number of parts */
+	RSK_PERCPU_HEAD; /* mode, nr: read-only */
 	struct rsk_counter_part part[];
 };
 
@@ -58,44 +57,48 @@ struct rsk_counter {
 int rsk_counter_create(struct rsk_counter **out, enum rsk_index_mode mode);
 
 /* rsk_counter_destroy - free c.  No operation may be running on it.
- * Returns 0, or -EINVAL if c is NULL. */
+ * Returns 0, or -EINVAL if c is NULL or destroyed already. */
 int rsk_counter_destroy(struct rsk_counter *c);
 
-/* Not API: one attempt of rsk_counter_add (RSK_OK with *idx set;
- * RSK_STOPPED also where the thread cannot run a section). */
-RSK_PERCPU_INLINE int rsk_counter_try_(struct rsk_counter *c, intptr_t count, int *idx)
+/* Not API: one attempt of rsk_counter_add (RSK_TRY_DONE with *idx set). */
+RSK_PERCPU_INLINE enum rsk_try rsk_counter_try_(struct rsk_counter *c, intptr_t count, int *idx, ptrdiff_t off)
 {
-	struct rsk_abi_area *area = rsk_percpu_area_(c->mode, c->nr, idx);
+	uint32_t ioff = c->index_offset_, i;
+	struct rsk_counter_part *p;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, c->fast_nr_, &area, &i);
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
-		return RSK_STOPPED;
+	if (RSK_PERCPU_UNLIKELY(!ready))
+		return RSK_TRY_NO_INDEX;
+	*idx = (int)i;
+	p = RSK_PERCPU_PART_(c, i);
 	RSK_INJECT_C(7);
-	return RSK_PERCPU_OP_(add, c->mode, area, *idx, &c->part[*idx].gate,
-			      &c->part[*idx].count, count);
+	return RSK_PERCPU_OP_(add, ioff, area, i, &p->gate, &p->count, count);
 }
 
-/* Not API: rsk_counter_add after a first attempt that returned `ret`:
- * the retries, then the slow path. */
-int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, int ret);
+/* Not API: rsk_counter_add after a first attempt that returned `first`. */
+int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_try first);
 
 /*
  * rsk_counter_add - add count (any sign) to the current CPU's part.
  * Returns the index of that part (>= 0), -EINVAL if c is NULL (or, from
  * the slow path, a fence error: nothing added).  One restartable add;
  * without rseq, or after too many aborts, the slow path adds under the
- * part's gate.  Only the first attempt is inline: the retries are out of
- * line, so the call site stays small enough to inline everywhere.
+ * part's gate.  Async-signal-safe, also in a handler that interrupted an
+ * operation of its own thread on c.
  */
 RSK_PERCPU_INLINE int rsk_counter_add(struct rsk_counter *c, intptr_t count)
 {
-	int idx = -1, ret;
+	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_try r;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
 		return -EINVAL;
-	ret = rsk_counter_try_(c, count, &idx);
-	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+	r = rsk_counter_try_(c, count, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
 		return idx;
-	return rsk_counter_slow_(c, count, ret);
+	return rsk_counter_slow_(c, count, r);
 }
 
 /*

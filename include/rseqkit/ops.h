@@ -53,17 +53,31 @@ enum rsk_result {
 	RSK_STOPPED = 2, /* gated operations only: the gate was closed */
 };
 
-/* Dispatch to the arch operation of the index field; mode is a constant
- * at every call site, so this folds to one inlined asm section. */
-#define RSK_OP_DISPATCH(op, mode, idx, ...)                                   \
+/* Not API: the index field of a mode in the area (RSK_INDEX_CPU: cpu_id,
+ * RSK_INDEX_CID: mm_cid), or 0 for an unknown mode. */
+#define RSK_OPS_FIELD_(mode)                                                   \
+	((mode) == RSK_INDEX_CPU ? RSK_ABI_OFF_CPU_ID                          \
+				 : (mode) == RSK_INDEX_CID ? RSK_ABI_OFF_MM_CID : 0)
+
+/* The arch's `_at` operation on the index field of `mode`; mode is a
+ * constant at every call site, so this folds to one inlined asm section.
+ * The compiler barriers make every operation order the thread's other
+ * memory accesses around it, in program order, as the documentation of
+ * each says (the arch layer's own sections need not). */
+#define RSK_OPS_AT_(op, mode, idx, ...)                                        \
 	do {                                                                   \
-		struct rsk_abi_area *rsk_a_ = rsk_area();                      \
-		if (__builtin_expect(rsk_a_ == NULL, 0))                       \
+		ptrdiff_t rsk_off_ = rsk_area_offset_();                       \
+		uint32_t rsk_field_ = RSK_OPS_FIELD_(mode);                    \
+		int rsk_ret_;                                                  \
+		if (__builtin_expect(rsk_off_ == 0 || rsk_field_ == 0, 0))     \
 			return RSK_ABORTED;                                    \
-		if ((mode) == RSK_INDEX_CID)                                   \
-			return rsk_arch_##op##_cid(rsk_a_, (idx), __VA_ARGS__); \
-		return rsk_arch_##op##_cpu(rsk_a_, (idx), __VA_ARGS__);        \
+		__asm__ __volatile__("" ::: "memory");                         \
+		rsk_ret_ = rsk_arch_##op##_at(rsk_arch_area_of(rsk_off_), rsk_field_, (idx), \
+					      __VA_ARGS__);                    \
+		__asm__ __volatile__("" ::: "memory");                         \
+		return rsk_ret_;                                               \
 	} while (0)
+#define RSK_OP_DISPATCH(op, mode, idx, ...) RSK_OPS_AT_(op, mode, idx, __VA_ARGS__)
 
 /* rsk_cmpstore - if (*v == expect) *v = newv. */
 static inline int rsk_cmpstore(enum rsk_index_mode mode, int idx, intptr_t *v,
@@ -165,14 +179,7 @@ static inline int rsk_derefadd(enum rsk_index_mode mode, int idx,
  * per-CPU data structures keep one gate per CPU part.
  */
 #define RSK_GATED_OP(op, mode, idx, gate, ...)                                \
-	do {                                                                   \
-		struct rsk_abi_area *rsk_a_ = rsk_area();                      \
-		if (__builtin_expect(rsk_a_ == NULL, 0))                       \
-			return RSK_ABORTED;                                    \
-		if ((mode) == RSK_INDEX_CID)                                   \
-			return rsk_arch_gated_##op##_cid(rsk_a_, (idx), __VA_ARGS__, (gate)); \
-		return rsk_arch_gated_##op##_cpu(rsk_a_, (idx), __VA_ARGS__, (gate)); \
-	} while (0)
+	RSK_OPS_AT_(gated_##op, mode, idx, __VA_ARGS__, (gate))
 
 /* rsk_gated_cmpstore - rsk_cmpstore() unless *gate != 0. */
 static inline int rsk_gated_cmpstore(enum rsk_index_mode mode, int idx,

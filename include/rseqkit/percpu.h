@@ -2,49 +2,68 @@
 /*
  * rseqkit/percpu.h - what the per-CPU data structures share.
  *
- * Every structure (counter.h, spinlock.h, stack.h, ptrbuf.h, copybuf.h)
- * follows the same rules:
+ * Every structure (counter.h, spinlock.h, stack.h, ptrbuf.h, copybuf.h,
+ * pool.h) follows the same rules:
  *
  *  - It is created at run time with one part per possible CPU
  *    (rsk_possible_cpus(), from /sys/devices/system/cpu/possible - not
  *    sysconf, which undercounts).  In RSK_INDEX_CID mode the same number of
  *    parts is used: the kernel keeps mm_cid below min(threads, allowed
  *    CPUs), so possible CPUs bound it.
- *  - RSK_INDEX_CID asked for where the kernel writes no mm_cid
- *    (!rsk_mm_cid_available(), kernels before 6.3) silently becomes
- *    RSK_INDEX_CPU: indexing by a meaningless mm_cid would put every
- *    thread on part 0.  The structure's `mode` field tells which it got.
+ *  - The index mode is fixed at creation.  RSK_INDEX_CID asked for where
+ *    the structures cannot use mm_cid becomes RSK_INDEX_CPU: on kernels
+ *    without mm_cid (before 6.3), where indexing by it would put every
+ *    thread on part 0, and where rseqkit registers glibc's area itself
+ *    (glibc.pthread.rseq=0), where an unregistered thread's mm_cid field
+ *    could hold a stale valid id (see "Fast path" below).  The structure's
+ *    `mode` field tells which it got.
  *  - Each part starts on its own 128-byte boundary (two 64-byte lines:
- *    adjacent-line prefetchers pull pairs) and carries a `gate` word, the
- *    progress protocol's (<rseqkit/progress.h>): every section is a gated
- *    one and stops when the gate is closed.
- *  - Every index rsk_index() returns is checked against the structure's
- *    size before it is used.
+ *    adjacent-line prefetchers pull pairs) and carries a `gate` word in
+ *    the same line as the data, the progress protocol's
+ *    (<rseqkit/progress.h>): every section is a gated one and stops when
+ *    the gate is closed.
  *  - When the calling thread cannot run a critical section on the part of
- *    its CPU (rsk_index() < 0: no rseq in this process, thread not
- *    registered; or an index beyond the structure), when the section found
- *    the gate closed, or when it aborted rsk_abort_limit() times in a row
- *    (a debugger single-stepping it), the operation goes to the
- *    structure's single slow-path function (rsk_<name>_slow_()): it closes
- *    the gate of a part (the current CPU's, or any when the thread has no
- *    index), fences, does the operation with plain code and reopens the
- *    gate.  Same API, same results, only slower.
- *  - Only the first attempt of a fast path is inline (always: a call
- *    would cost as much as the section); whatever it did not finish - the
- *    retries after an abort or a changed part, then the gate - is one call
- *    to rsk_<name>_slow_(), out of line.
+ *    its CPU (no rseq in this process, thread not registered yet or any
+ *    more, an index beyond the structure), when the section found the
+ *    gate closed, or when it aborted rsk_abort_limit() times in a row (a
+ *    debugger single-stepping it), the operation goes to its structure's
+ *    slow path: it closes the gate of a part (the current CPU's, or the
+ *    thread's home part when it has no index), fences, does the operation
+ *    with plain code and reopens the gate.  Same API, same results, only
+ *    slower.
  *  - Operations on another CPU's part (rsk_<name>_*_cpu) use the same
  *    gate, so they are safe while that CPU's threads run.
+ *
+ * Fast path.  Only the first attempt of an operation is inline (always: a
+ * call would cost as much as the section); whatever it did not finish -
+ * the retries after an abort or a changed part, the registration of a new
+ * thread, then the gate - is one call to the structure's slow path, out
+ * of line.  The first attempt reads the index from the area field fixed at
+ * creation (cpu_id or mm_cid, at `index_offset_`) and compares it, as
+ * unsigned, with the number of parts.  That one compare also stands for
+ * every reason a thread that has an area cannot run a section: an
+ * unregistered thread's cpu_id is -1 or -2; and an unregistered thread's
+ * mm_cid field
+ * is (uint32_t)-1 in the areas whose mm_cid the structures use (glibc
+ * registers every thread it creates or aborts; rseqkit's own TLS area
+ * starts so and is reset so at rsk_unregister()).  The section then
+ * re-checks the same field after arming its descriptor.
  *
  * Return values: negative errno on error, otherwise (for operations on the
  * current CPU's part) the index of the part that was used:
  *	-EINVAL  NULL structure or argument, bad mode, size or capacity 0 or
- *	         beyond its maximum, a CPU index outside the structure
+ *	         beyond its maximum, a CPU index outside the structure, a
+ *	         structure already destroyed (where that is seen: destroy and
+ *	         the slow paths check a mark)
  *	-ENOMEM  creation could not allocate
  *	-ENOSPC  a buffer part is full (ptrbuf, copybuf push)
  *	-ENOENT  a part is empty (stack, ptrbuf, copybuf pop)
- *	-EINVAL  also: a slow path's fence could not reach the CPU (see
- *	         rsk_fence_cpu(3)); nothing was done
+ *	-EDEADLK a signal handler's operation on another CPU's part
+ *	         (rsk_<name>_*_cpu) that its own interrupted thread holds
+ *	other    a slow path's fence could not reach the CPU (see
+ *	         rsk_gate_close(3)); nothing was done
+ *
+ * Adding a structure: doc/GUIDE.md, "Adding a structure".
  */
 #ifndef RSEQKIT_PERCPU_H
 #define RSEQKIT_PERCPU_H
@@ -55,6 +74,10 @@
 #include <rseqkit/thread.h>
 #include <rseqkit/ops.h>
 #include <rseqkit/progress.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Alignment and minimum stride of each CPU's part. */
 #define RSK_PERCPU_ALIGN 128
@@ -67,53 +90,74 @@
 #define RSK_PERCPU_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /*
- * The calling thread's rseq area and the index (*idx) it must use for a
- * structure of `nr` parts, or NULL when it cannot run a section on one of
- * them (no rseq, thread not registered, or an index the structure does
- * not have: the caller's slow path decides).  One load of the area offset
- * serves both the index and the section that follows; rsk_index() does
- * the lazy initialisation and registration the first time.
+ * Not API: the outcome of one attempt of a structure operation - its own
+ * type, apart from errno values.  The first four are the arch sections'
+ * return values (<rseqkit/arch.h>).
  */
-static inline __attribute__((always_inline)) struct rsk_abi_area *
-rsk_percpu_area_(enum rsk_index_mode mode, int nr, int *idx)
+enum rsk_try {
+	RSK_TRY_ABORTED = -1, /* restarted by the kernel: run it again */
+	RSK_TRY_DONE = 0,     /* committed */
+	RSK_TRY_CHANGED = 1,  /* the part changed under it: run it again */
+	RSK_TRY_STOPPED = 2,  /* the part's gate was closed: the slow path */
+	RSK_TRY_NO_INDEX = 3, /* no usable index: initialise, register, or gate */
+	RSK_TRY_EMPTY = 4,    /* final: -ENOENT */
+	RSK_TRY_FULL = 5,     /* final: -ENOSPC */
+};
+
+/*
+ * The header every structure starts with.  `mode` and `nr` are read-only
+ * API; the rest is the fast path's and the slow path's.
+ */
+#define RSK_PERCPU_HEAD                                                        \
+	enum rsk_index_mode mode; /* read-only: the mode in effect */          \
+	int nr;			  /* read-only: number of parts */             \
+	uint32_t index_offset_;	  /* Not API: the area field indexes come from */ \
+	uint32_t fast_nr_;	  /* Not API: nr, or 0 where rseq is unavailable */ \
+	uint32_t magic_		  /* Not API: RSK_PERCPU_MAGIC_ while alive */
+
+struct rsk_percpu_head {
+	RSK_PERCPU_HEAD;
+};
+
+/*
+ * Not API: whether the calling thread, whose area is at `off`
+ * (rsk_area_offset_(), read by the caller before anything else so that the
+ * compiler shares the load between operations), can run a section on a
+ * structure
+ * whose fast_nr_ is `fast_nr` and whose index is the area field at `ioff`
+ * (fast_nr_ is the number of parts, or 0 where rseq is unavailable, which
+ * the area offset, fixed at initialisation, tells); if so, *area and *idx
+ * are set for RSK_PERCPU_OP_ (see "Fast path" above).  Callers read ioff
+ * from the structure once and pass the same value to RSK_PERCPU_OP_.
+ */
+RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t fast_nr,
+					rsk_arch_area_t *area, uint32_t *idx)
 {
-	struct rsk_abi_area *area = rsk_area();
-	int i;
-
-	if (RSK_PERCPU_LIKELY(area != NULL)) {
-		int32_t cpu = rsk_area_cpu_id(area);
-
-		/* A structure is in CID mode only where mm_cid is written;
-		 * cpu_id < 0 means the thread is not registered. */
-		i = mode == RSK_INDEX_CPU
-			    ? cpu
-			    : (cpu >= 0 ? (int)__atomic_load_n(&area->mm_cid, __ATOMIC_RELAXED)
-					: -1);
-		if (RSK_PERCPU_LIKELY((unsigned)i < (unsigned)nr)) {
-			*idx = i;
-			return area;
-		}
-	}
-	i = rsk_index(mode);
-	if ((unsigned)i >= (unsigned)nr || (area = rsk_area()) == NULL)
-		return NULL;
-	*idx = i;
-	return area;
+#ifndef RSK_ARCH_HAS_AREA_OFFSET
+	/* Where the area is reached by its address, tp + 0 is not known to
+	 * be readable.  (Through %fs it is: the TCB; fast_nr is 0 there.) */
+	if (RSK_PERCPU_UNLIKELY(off == 0))
+		return 0;
+#endif
+	*area = rsk_arch_area_of(off);
+	*idx = rsk_arch_area_u32(*area, ioff);
+	return RSK_PERCPU_LIKELY(*idx < fast_nr);
 }
 
-/* Run the gated arch operation `op` on the index field of `mode`: the
- * structures' form of ops.h's dispatch, for an area already in hand. */
-#define RSK_PERCPU_OP_(op, mode, area, idx, gate, ...)                         \
-	((mode) == RSK_INDEX_CID                                               \
-		 ? rsk_arch_gated_##op##_cid((area), (idx), __VA_ARGS__, (gate)) \
-		 : rsk_arch_gated_##op##_cpu((area), (idx), __VA_ARGS__, (gate)))
+/* Not API: &s->part[i] for a structure whose parts are an array of
+ * 128-byte parts after its head, written so that the compiler folds the
+ * array's offset into the address instead of computing (i + 1) * 128. */
+#define RSK_PERCPU_PART_(s, i)                                                 \
+	((__typeof__(&(s)->part[0]))(void *)((char *)(s) + offsetof(__typeof__(*(s)), part) + \
+					     ((size_t)(i) << 7)))
 
-/* Creation-time mode: CID only where the kernel writes mm_cid. */
-static inline enum rsk_index_mode rsk_percpu_effective_mode_(enum rsk_index_mode mode)
-{
-	if (mode == RSK_INDEX_CID && !rsk_mm_cid_available())
-		return RSK_INDEX_CPU;
-	return mode;
+/* Not API: the gated arch operation `op` on the index field at ioff, for
+ * an area and index from rsk_percpu_enter_(). */
+#define RSK_PERCPU_OP_(op, ioff, area, idx, gate, ...)                         \
+	((enum rsk_try)rsk_arch_gated_##op##_at((area), (ioff), (int)(idx), __VA_ARGS__, (gate)))
+
+#ifdef __cplusplus
 }
+#endif
 
 #endif /* RSEQKIT_PERCPU_H */

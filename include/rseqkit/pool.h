@@ -104,8 +104,7 @@ struct rsk_pool_part {
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_pool {
-	enum rsk_index_mode mode;	/* read-only: the mode in effect */
-	int nr;				/* read-only: number of possible parts */
+	RSK_PERCPU_HEAD;		/* mode, nr (possible parts): read-only */
 	unsigned flags;			/* read-only: RSK_POOL_* */
 	intptr_t capacity;		/* read-only: objects per cache */
 	size_t align;			/* read-only: object alignment */
@@ -163,17 +162,18 @@ static inline void *rsk_pool_checked_(struct rsk_pool *p, void *obj)
 	return obj;
 }
 
-RSK_PERCPU_INLINE int rsk_pool_try_alloc_(struct rsk_pool *p, intptr_t *obj)
+RSK_PERCPU_INLINE int rsk_pool_try_alloc_(struct rsk_pool *p, intptr_t *obj, ptrdiff_t off)
 {
-	int idx = -1;
-	struct rsk_abi_area *area = rsk_percpu_area_(p->mode, p->nr, &idx);
+	uint32_t ioff = p->index_offset_, i;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, p->fast_nr_, &area, &i);
 	struct rsk_pool_part *c;
 	intptr_t count;
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
+	if (RSK_PERCPU_UNLIKELY(!ready))
 		return RSK_STOPPED;
 	RSK_INJECT_C(7);
-	c = __atomic_load_n(&p->part[idx], __ATOMIC_ACQUIRE);
+	c = __atomic_load_n(&p->part[i], __ATOMIC_ACQUIRE);
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
 		return RSK_STOPPED;
 	count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
@@ -182,29 +182,30 @@ RSK_PERCPU_INLINE int rsk_pool_try_alloc_(struct rsk_pool *p, intptr_t *obj)
 	RSK_INJECT_C(8);
 	*obj = __atomic_load_n(&c->slot[count - 1], __ATOMIC_RELAXED);
 	RSK_INJECT_C(9);
-	return RSK_PERCPU_OP_(cmpcmpstore, p->mode, area, idx, &c->gate, &c->count, count,
-			      &c->slot[count - 1], *obj, count - 1);
+	return (int)RSK_PERCPU_OP_(cmpcmpstore, ioff, area, i, &c->gate, &c->count, count,
+				   &c->slot[count - 1], *obj, count - 1);
 }
 
-RSK_PERCPU_INLINE int rsk_pool_try_free_(struct rsk_pool *p, void *obj)
+RSK_PERCPU_INLINE int rsk_pool_try_free_(struct rsk_pool *p, void *obj, ptrdiff_t off)
 {
-	int idx = -1;
-	struct rsk_abi_area *area = rsk_percpu_area_(p->mode, p->nr, &idx);
+	uint32_t ioff = p->index_offset_, i;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, p->fast_nr_, &area, &i);
 	struct rsk_pool_part *c;
 	intptr_t count;
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
+	if (RSK_PERCPU_UNLIKELY(!ready))
 		return RSK_STOPPED;
 	RSK_INJECT_C(7);
-	c = __atomic_load_n(&p->part[idx], __ATOMIC_ACQUIRE);
+	c = __atomic_load_n(&p->part[i], __ATOMIC_ACQUIRE);
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
 		return RSK_STOPPED;
 	count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)p->capacity))
 		return RSK_STOPPED; /* full: flush */
 	RSK_INJECT_C(8);
-	return RSK_PERCPU_OP_(cmpstorestore_release, p->mode, area, idx, &c->gate, &c->count,
-			      count, &c->slot[count], (intptr_t)obj, count + 1);
+	return (int)RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &c->gate, &c->count,
+				   count, &c->slot[count], (intptr_t)obj, count + 1);
 }
 
 /*
@@ -215,6 +216,7 @@ RSK_PERCPU_INLINE int rsk_pool_try_free_(struct rsk_pool *p, void *obj)
  */
 RSK_PERCPU_INLINE void *rsk_pool_alloc(struct rsk_pool *p)
 {
+	ptrdiff_t off = rsk_area_offset_();
 	intptr_t obj;
 	int ret;
 
@@ -222,7 +224,7 @@ RSK_PERCPU_INLINE void *rsk_pool_alloc(struct rsk_pool *p)
 		errno = EINVAL;
 		return NULL;
 	}
-	ret = rsk_pool_try_alloc_(p, &obj);
+	ret = rsk_pool_try_alloc_(p, &obj, off);
 	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
 		return rsk_pool_checked_(p, (void *)obj);
 	return rsk_pool_alloc_slow_(p, ret);
@@ -236,13 +238,14 @@ RSK_PERCPU_INLINE void *rsk_pool_alloc(struct rsk_pool *p)
  */
 RSK_PERCPU_INLINE int rsk_pool_free(struct rsk_pool *p, void *obj)
 {
+	ptrdiff_t off = rsk_area_offset_();
 	int ret;
 
 	if (RSK_PERCPU_UNLIKELY(p == NULL || obj == NULL || ((uintptr_t)obj & (p->align - 1))))
 		return -EINVAL;
 	if (RSK_PERCPU_UNLIKELY(p->flags & RSK_POOL_DEBUG))
 		rsk_pool_debug_free_(p, obj);
-	ret = rsk_pool_try_free_(p, obj);
+	ret = rsk_pool_try_free_(p, obj, off);
 	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
 		return 0;
 	return rsk_pool_free_slow_(p, obj, ret);

@@ -53,8 +53,7 @@ struct rsk_ptrbuf_part {
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_ptrbuf {
-	enum rsk_index_mode mode; /* read-only: the mode in effect */
-	int nr;			  /* read-only: number of parts */
+	RSK_PERCPU_HEAD;	  /* mode, nr: read-only */
 	unsigned flags;		  /* read-only: RSK_PTRBUF_* */
 	intptr_t capacity;	  /* read-only: pointers per part */
 	size_t stride;		  /* bytes from one part to the next */
@@ -71,71 +70,76 @@ int rsk_ptrbuf_create(struct rsk_ptrbuf **out, enum rsk_index_mode mode, long ca
 		      unsigned flags);
 
 /* rsk_ptrbuf_destroy - free b (not what its pointers point to).
- * Returns 0, or -EINVAL if b is NULL. */
+ * Returns 0, or -EINVAL if b is NULL or destroyed already. */
 int rsk_ptrbuf_destroy(struct rsk_ptrbuf *b);
 
-static inline struct rsk_ptrbuf_part *rsk_ptrbuf_part_(const struct rsk_ptrbuf *b, int idx)
+static inline struct rsk_ptrbuf_part *rsk_ptrbuf_part_(const struct rsk_ptrbuf *b, size_t idx)
 {
-	return (struct rsk_ptrbuf_part *)(void *)(b->parts + (size_t)idx * b->stride);
+	return (struct rsk_ptrbuf_part *)(void *)(b->parts + idx * b->stride);
 }
 
 /*
- * Not API: one attempt of each operation (RSK_OK with *idx set, another
- * RSK_* result, or a final -ENOSPC / -ENOENT), and the slow path: the
- * operation after a first attempt that returned `ret` (the retries, then
- * the part's gate).
+ * Not API: one attempt of each operation (RSK_TRY_DONE with *idx set,
+ * RSK_TRY_FULL, RSK_TRY_EMPTY or another rsk_try), and the slow path: the
+ * operation after a first attempt that returned `first`.
  */
 enum rsk_ptrbuf_op_ { RSK_PTRBUF_PUSH_, RSK_PTRBUF_POP_ };
 int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, void **out,
-		     int ret);
+		     enum rsk_try first);
 
-RSK_PERCPU_INLINE int rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx)
+RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx, ptrdiff_t off)
 {
-	struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, idx);
+	uint32_t ioff = b->index_offset_, i;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, b->fast_nr_, &area, &i);
 	struct rsk_ptrbuf_part *p;
 	intptr_t count;
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
-		return RSK_STOPPED;
+	if (RSK_PERCPU_UNLIKELY(!ready))
+		return RSK_TRY_NO_INDEX;
+	*idx = (int)i;
 	RSK_INJECT_C(7);
-	p = rsk_ptrbuf_part_(b, *idx);
+	p = rsk_ptrbuf_part_(b, i);
 	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
-		return -ENOSPC;
+		return RSK_TRY_FULL;
 	RSK_INJECT_C(8);
 	if (b->flags & RSK_PTRBUF_RELEASE)
-		return RSK_PERCPU_OP_(cmpstorestore_release, b->mode, area, *idx, &p->gate,
-				      &p->count, count, &p->slot[count], (intptr_t)ptr, count + 1);
-	return RSK_PERCPU_OP_(cmpstorestore, b->mode, area, *idx, &p->gate, &p->count, count,
+		return RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &p->gate, &p->count,
+				      count, &p->slot[count], (intptr_t)ptr, count + 1);
+	return RSK_PERCPU_OP_(cmpstorestore, ioff, area, i, &p->gate, &p->count, count,
 			      &p->slot[count], (intptr_t)ptr, count + 1);
 }
 
-RSK_PERCPU_INLINE int rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **out, int *idx)
+RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **out, int *idx, ptrdiff_t off)
 {
-	struct rsk_abi_area *area = rsk_percpu_area_(b->mode, b->nr, idx);
+	uint32_t ioff = b->index_offset_, i;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, b->fast_nr_, &area, &i);
 	struct rsk_ptrbuf_part *p;
 	intptr_t count, ptr;
-	int ret;
+	enum rsk_try r;
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
-		return RSK_STOPPED;
+	if (RSK_PERCPU_UNLIKELY(!ready))
+		return RSK_TRY_NO_INDEX;
+	*idx = (int)i;
 	RSK_INJECT_C(7);
-	p = rsk_ptrbuf_part_(b, *idx);
+	p = rsk_ptrbuf_part_(b, i);
 	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity)) {
 		*out = NULL;
-		return -ENOENT;
+		return RSK_TRY_EMPTY;
 	}
 	RSK_INJECT_C(8);
 	ptr = __atomic_load_n(&p->slot[count - 1], __ATOMIC_RELAXED);
 	RSK_INJECT_C(9);
 	/* Count and slot both unchanged at the commit: ptr is the top entry,
 	 * taken exactly once. */
-	ret = RSK_PERCPU_OP_(cmpcmpstore, b->mode, area, *idx, &p->gate, &p->count, count,
-			     &p->slot[count - 1], ptr, count - 1);
-	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+	r = RSK_PERCPU_OP_(cmpcmpstore, ioff, area, i, &p->gate, &p->count, count,
+			   &p->slot[count - 1], ptr, count - 1);
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
 		*out = (void *)ptr;
-	return ret;
+	return r;
 }
 
 /*
@@ -146,16 +150,18 @@ RSK_PERCPU_INLINE int rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **out, int 
  */
 RSK_PERCPU_INLINE int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
 {
-	int idx = -1, ret;
+	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_try r;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL))
 		return -EINVAL;
-	ret = rsk_ptrbuf_try_push_(b, ptr, &idx);
-	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+	r = rsk_ptrbuf_try_push_(b, ptr, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
 		return idx;
-	if (ret < RSK_ABORTED)
-		return ret;
-	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_PUSH_, ptr, NULL, ret);
+	if (r == RSK_TRY_FULL)
+		return -ENOSPC;
+	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_PUSH_, ptr, NULL, r);
 }
 
 /*
@@ -166,16 +172,18 @@ RSK_PERCPU_INLINE int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
  */
 RSK_PERCPU_INLINE int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
 {
-	int idx = -1, ret;
+	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_try r;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || out == NULL))
 		return -EINVAL;
-	ret = rsk_ptrbuf_try_pop_(b, out, &idx);
-	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+	r = rsk_ptrbuf_try_pop_(b, out, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
 		return idx;
-	if (ret < RSK_ABORTED)
-		return ret;
-	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_POP_, NULL, out, ret);
+	if (r == RSK_TRY_EMPTY)
+		return -ENOENT;
+	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_POP_, NULL, out, r);
 }
 
 /*

@@ -41,8 +41,7 @@ struct rsk_spinlock_part {
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_spinlock {
-	enum rsk_index_mode mode; /* read-only: the mode in effect */
-	int nr;			  /* read-only: number of parts */
+	RSK_PERCPU_HEAD; /* mode, nr: read-only */
 	struct rsk_spinlock_part part[];
 };
 
@@ -53,25 +52,29 @@ struct rsk_spinlock {
 int rsk_spinlock_create(struct rsk_spinlock **out, enum rsk_index_mode mode);
 
 /* rsk_spinlock_destroy - free l; no lock may be held or wanted.
- * Returns 0, or -EINVAL if l is NULL. */
+ * Returns 0, or -EINVAL if l is NULL or destroyed already. */
 int rsk_spinlock_destroy(struct rsk_spinlock *l);
 
-/* Not API: one attempt of rsk_spinlock_lock (RSK_OK with *idx set). */
-RSK_PERCPU_INLINE int rsk_spinlock_try_(struct rsk_spinlock *l, int *idx)
+/* Not API: one attempt of rsk_spinlock_lock (RSK_TRY_DONE with *idx set;
+ * RSK_TRY_CHANGED: the lock of part *idx is held). */
+RSK_PERCPU_INLINE enum rsk_try rsk_spinlock_try_(struct rsk_spinlock *l, int *idx, ptrdiff_t off)
 {
-	struct rsk_abi_area *area = rsk_percpu_area_(l->mode, l->nr, idx);
+	uint32_t ioff = l->index_offset_, i;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, l->fast_nr_, &area, &i);
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
-		return RSK_STOPPED;
+	if (RSK_PERCPU_UNLIKELY(!ready))
+		return RSK_TRY_NO_INDEX;
+	*idx = (int)i;
 	RSK_INJECT_C(7);
-	return RSK_PERCPU_OP_(cmpstore, l->mode, area, *idx, &l->part[*idx].gate,
-			      &l->part[*idx].locked, 0, 1);
+	return RSK_PERCPU_OP_(cmpstore, ioff, area, i, &RSK_PERCPU_PART_(l, i)->gate,
+			      &RSK_PERCPU_PART_(l, i)->locked, 0, 1);
 }
 
-/* Not API: rsk_spinlock_lock after a first attempt on part idx that
- * returned `ret` (waits and retries, then the slow path); and the
- * contended wait (spins, then yields the CPU so a preempted holder runs). */
-int rsk_spinlock_slow_(struct rsk_spinlock *l, int idx, int ret);
+/* Not API: rsk_spinlock_lock after a first attempt that returned `first`
+ * (waits and retries, then the slow path); and the contended wait (spins,
+ * then yields the CPU so a preempted holder runs). */
+int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_try first);
 void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
 
 /*
@@ -83,18 +86,20 @@ void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
  */
 RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 {
-	int idx = -1, ret;
+	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_try r;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(l == NULL))
 		return -EINVAL;
-	ret = rsk_spinlock_try_(l, &idx);
-	if (RSK_PERCPU_LIKELY(ret == RSK_OK)) {
+	r = rsk_spinlock_try_(l, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE)) {
 		/* Nothing of the critical section may move above the
 		 * commit that took the lock. */
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		return idx;
 	}
-	return rsk_spinlock_slow_(l, idx, ret);
+	return rsk_spinlock_slow_(l, r);
 }
 
 /*
@@ -106,11 +111,14 @@ RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
  */
 RSK_PERCPU_INLINE int rsk_spinlock_unlock(struct rsk_spinlock *l, int cpu)
 {
+	struct rsk_spinlock_part *p;
+
 	if (RSK_PERCPU_UNLIKELY(l == NULL || (unsigned)cpu >= (unsigned)l->nr))
 		return -EINVAL;
-	if (RSK_PERCPU_UNLIKELY(__atomic_load_n(&l->part[cpu].locked, __ATOMIC_RELAXED) != 1))
+	p = RSK_PERCPU_PART_(l, (unsigned)cpu);
+	if (RSK_PERCPU_UNLIKELY(__atomic_load_n(&p->locked, __ATOMIC_RELAXED) != 1))
 		return -EINVAL;
-	__atomic_store_n(&l->part[cpu].locked, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->locked, 0, __ATOMIC_RELEASE);
 	return 0;
 }
 

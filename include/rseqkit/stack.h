@@ -52,8 +52,7 @@ struct rsk_stack_part {
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_stack {
-	enum rsk_index_mode mode; /* read-only: the mode in effect */
-	int nr;			  /* read-only: number of parts */
+	RSK_PERCPU_HEAD; /* mode, nr: read-only */
 	struct rsk_stack_part part[];
 };
 
@@ -62,81 +61,90 @@ struct rsk_stack {
 int rsk_stack_create(struct rsk_stack **out, enum rsk_index_mode mode);
 
 /* rsk_stack_destroy - free s (not the nodes still on it: drain first if
- * they own memory).  Returns 0, or -EINVAL if s is NULL. */
+ * they own memory).  Returns 0, or -EINVAL if s is NULL or destroyed
+ * already. */
 int rsk_stack_destroy(struct rsk_stack *s);
 
 /*
- * Not API: one attempt of each operation (RSK_OK with *idx set, another
- * RSK_* result, or a final -ENOENT), and the slow path: the operation
- * after a first attempt that returned `ret` (the retries, then the part's
- * gate).
+ * Not API: one attempt of each operation (RSK_TRY_DONE with *idx set,
+ * RSK_TRY_EMPTY, or another rsk_try), and the slow path: the operation
+ * after a first attempt that returned `first`.
  */
 enum rsk_stack_op_ { RSK_STACK_PUSH_, RSK_STACK_POP_, RSK_STACK_POP_ALL_ };
 int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op, struct rsk_stack_node *node,
-		    struct rsk_stack_node **out, int ret);
+		    struct rsk_stack_node **out, enum rsk_try first);
 
-RSK_PERCPU_INLINE int rsk_stack_try_push_(struct rsk_stack *s, struct rsk_stack_node *node,
-					  int *idx)
+RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_push_(struct rsk_stack *s,
+						   struct rsk_stack_node *node, int *idx, ptrdiff_t off)
 {
-	struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, idx);
+	uint32_t ioff = s->index_offset_, i;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, s->fast_nr_, &area, &i);
 	intptr_t head;
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
-		return RSK_STOPPED;
+	if (RSK_PERCPU_UNLIKELY(!ready))
+		return RSK_TRY_NO_INDEX;
+	*idx = (int)i;
 	RSK_INJECT_C(7);
-	head = __atomic_load_n(&s->part[*idx].head, __ATOMIC_RELAXED);
+	head = __atomic_load_n(&RSK_PERCPU_PART_(s, i)->head, __ATOMIC_RELAXED);
 	/* Written before the commit, which publishes it. */
 	node->next = (struct rsk_stack_node *)head;
 	RSK_INJECT_C(8);
-	return RSK_PERCPU_OP_(cmpstore_release, s->mode, area, *idx, &s->part[*idx].gate,
-			      &s->part[*idx].head, head, (intptr_t)node);
+	return RSK_PERCPU_OP_(cmpstore_release, ioff, area, i, &RSK_PERCPU_PART_(s, i)->gate,
+			      &RSK_PERCPU_PART_(s, i)->head, head, (intptr_t)node);
 }
 
-RSK_PERCPU_INLINE int rsk_stack_try_pop_(struct rsk_stack *s, struct rsk_stack_node **out,
-					 int *idx)
+RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_(struct rsk_stack *s,
+						  struct rsk_stack_node **out, int *idx, ptrdiff_t off)
 {
-	struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, idx);
+	uint32_t ioff = s->index_offset_, i;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, s->fast_nr_, &area, &i);
 	intptr_t node;
-	int ret;
+	enum rsk_try r;
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
-		return RSK_STOPPED;
+	if (RSK_PERCPU_UNLIKELY(!ready))
+		return RSK_TRY_NO_INDEX;
+	*idx = (int)i;
 	RSK_INJECT_C(7);
 	RSK_INJECT_C(8);
-	ret = RSK_PERCPU_OP_(pop, s->mode, area, *idx, &s->part[*idx].gate, &s->part[*idx].head, 0,
-			     (intptr_t)offsetof(struct rsk_stack_node, next), &node);
-	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+	r = RSK_PERCPU_OP_(pop, ioff, area, i, &RSK_PERCPU_PART_(s, i)->gate, &RSK_PERCPU_PART_(s, i)->head, 0,
+			   (intptr_t)offsetof(struct rsk_stack_node, next), &node);
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE)) {
 		*out = (struct rsk_stack_node *)node;
-	else if (ret == RSK_CMPFAIL) {
+	} else if (r == RSK_TRY_CHANGED) { /* the head was 0 */
 		*out = NULL;
-		return -ENOENT;
+		return RSK_TRY_EMPTY;
 	}
-	return ret;
+	return r;
 }
 
-RSK_PERCPU_INLINE int rsk_stack_try_pop_all_(struct rsk_stack *s, struct rsk_stack_node **out,
-					     int *idx)
+RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_all_(struct rsk_stack *s,
+						      struct rsk_stack_node **out, int *idx, ptrdiff_t off)
 {
-	struct rsk_abi_area *area = rsk_percpu_area_(s->mode, s->nr, idx);
+	uint32_t ioff = s->index_offset_, i;
+	rsk_arch_area_t area;
+	int ready = rsk_percpu_enter_(off, ioff, s->fast_nr_, &area, &i);
 	intptr_t head;
-	int ret;
+	enum rsk_try r;
 
-	if (RSK_PERCPU_UNLIKELY(area == NULL))
-		return RSK_STOPPED;
+	if (RSK_PERCPU_UNLIKELY(!ready))
+		return RSK_TRY_NO_INDEX;
+	*idx = (int)i;
 	RSK_INJECT_C(7);
-	head = __atomic_load_n(&s->part[*idx].head, __ATOMIC_RELAXED);
+	head = __atomic_load_n(&RSK_PERCPU_PART_(s, i)->head, __ATOMIC_RELAXED);
 	if (head == 0) {
 		*out = NULL;
-		return -ENOENT;
+		return RSK_TRY_EMPTY;
 	}
 	RSK_INJECT_C(8);
 	/* Comparing the head is enough: whatever list hangs from it at the
 	 * commit is the one taken (its links are read later). */
-	ret = RSK_PERCPU_OP_(cmpstore, s->mode, area, *idx, &s->part[*idx].gate,
-			     &s->part[*idx].head, head, 0);
-	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+	r = RSK_PERCPU_OP_(cmpstore, ioff, area, i, &RSK_PERCPU_PART_(s, i)->gate, &RSK_PERCPU_PART_(s, i)->head,
+			   head, 0);
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
 		*out = (struct rsk_stack_node *)head;
-	return ret;
+	return r;
 }
 
 /*
@@ -146,14 +154,16 @@ RSK_PERCPU_INLINE int rsk_stack_try_pop_all_(struct rsk_stack *s, struct rsk_sta
  */
 RSK_PERCPU_INLINE int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *node)
 {
-	int idx = -1, ret;
+	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_try r;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || node == NULL))
 		return -EINVAL;
-	ret = rsk_stack_try_push_(s, node, &idx);
-	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+	r = rsk_stack_try_push_(s, node, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
 		return idx;
-	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, ret);
+	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, r);
 }
 
 /*
@@ -164,16 +174,18 @@ RSK_PERCPU_INLINE int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node 
  */
 RSK_PERCPU_INLINE int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out)
 {
-	int idx = -1, ret;
+	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_try r;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
 		return -EINVAL;
-	ret = rsk_stack_try_pop_(s, out, &idx);
-	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+	r = rsk_stack_try_pop_(s, out, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
 		return idx;
-	if (ret < RSK_ABORTED)
-		return ret;
-	return rsk_stack_slow_(s, RSK_STACK_POP_, NULL, out, ret);
+	if (r == RSK_TRY_EMPTY)
+		return -ENOENT;
+	return rsk_stack_slow_(s, RSK_STACK_POP_, NULL, out, r);
 }
 
 /*
@@ -184,16 +196,18 @@ RSK_PERCPU_INLINE int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node *
  */
 RSK_PERCPU_INLINE int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_node **out)
 {
-	int idx = -1, ret;
+	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_try r;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
 		return -EINVAL;
-	ret = rsk_stack_try_pop_all_(s, out, &idx);
-	if (RSK_PERCPU_LIKELY(ret == RSK_OK))
+	r = rsk_stack_try_pop_all_(s, out, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
 		return idx;
-	if (ret < RSK_ABORTED)
-		return ret;
-	return rsk_stack_slow_(s, RSK_STACK_POP_ALL_, NULL, out, ret);
+	if (r == RSK_TRY_EMPTY)
+		return -ENOENT;
+	return rsk_stack_slow_(s, RSK_STACK_POP_ALL_, NULL, out, r);
 }
 
 /*

@@ -51,6 +51,7 @@ struct rsk_status {
 	int thread_registered;	 /* 1 if the calling thread can run sections */
 	int thread_count;	 /* the calling thread's explicit registrations */
 	bool slice_ext_available; /* time-slice extension (prctl 79) offered */
+	bool cid_structures;	 /* RSK_INDEX_CID structures index by mm_cid */
 };
 
 /* rsk_unregister() flag: drop every registration of the thread at once. */
@@ -100,7 +101,10 @@ int rsk_register(void);
  * RSK_UNREGISTER_FORCE.  When the count reaches 0 and rseqkit owns the
  * registration, the thread is unregistered from the kernel and stays so
  * (critical sections then report -1 from rsk_index()) until the next
- * rsk_register().  A libc-owned registration is never undone: libc needs
+ * rsk_register().  The area's mm_cid, which the kernel resets to 0, is
+ * set to (uint32_t)-1: RSK_INDEX_CID structures read that as "not
+ * registered" (code that unregisters with rseq(2) directly must do the
+ * same).  A libc-owned registration is never undone: libc needs
  * it.  Returns 0, -EINVAL for an unknown flag or when the count is already
  * 0 without RSK_UNREGISTER_FORCE, or a negative errno from the kernel.
  */
@@ -124,24 +128,33 @@ int rsk_cpu_slow(void);
 int rsk_index_slow(enum rsk_index_mode mode);
 int rsk_mm_cid_slow(void);
 
+/* The area offset.  A plain load, so that the compiler may keep it in a
+ * register across operations and hoist it out of loops: it is written
+ * once, by the library's constructor or by the first call, before the
+ * code that reads it runs (glibc's own __rseq_offset is read the same
+ * way).  Code that runs before the constructor (another constructor) and
+ * inlines a loop of operations may keep seeing 0 for that loop: it takes
+ * slow paths then, with the same results. */
+static inline __attribute__((always_inline)) ptrdiff_t rsk_area_offset_(void)
+{
+	return rsk_fast.area_offset;
+}
+
 /* rsk_area - the calling thread's rseq area, or NULL before the library
  * is initialised or when rseq is unavailable in this process. */
 static inline struct rsk_abi_area *rsk_area(void)
 {
-	/* A plain load, so the compiler may keep it in a register across a
-	 * loop: the offset is written once, by the library's constructor or
-	 * by the first call, before threads that use it exist (glibc's own
-	 * __rseq_offset is read the same way). */
-	ptrdiff_t off = rsk_fast.area_offset;
+	ptrdiff_t off = rsk_area_offset_();
 
 	if (__builtin_expect(off == 0, 0))
 		return NULL;
 	return (struct rsk_abi_area *)((char *)rsk_arch_thread_pointer() + off);
 }
 
+/* rsk_area_cpu_id - area->cpu_id, loaded once (the kernel writes it). */
 static inline int32_t rsk_area_cpu_id(const struct rsk_abi_area *area)
 {
-	return (int32_t)__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED);
+	return (int32_t)*(const volatile uint32_t *)&area->cpu_id;
 }
 
 /*
@@ -151,10 +164,10 @@ static inline int32_t rsk_area_cpu_id(const struct rsk_abi_area *area)
  */
 static inline int rsk_cpu(void)
 {
-	struct rsk_abi_area *area = rsk_area();
+	ptrdiff_t off = rsk_area_offset_();
 
-	if (__builtin_expect(area != NULL, 1)) {
-		int32_t cpu = rsk_area_cpu_id(area);
+	if (__builtin_expect(off != 0, 1)) {
+		int32_t cpu = (int32_t)rsk_arch_area_u32(rsk_arch_area_of(off), RSK_ABI_OFF_CPU_ID);
 		if (__builtin_expect(cpu >= 0, 1))
 			return cpu;
 	}
@@ -168,10 +181,13 @@ static inline int rsk_cpu(void)
  */
 static inline int rsk_cpu_start(void)
 {
-	struct rsk_abi_area *area = rsk_area();
+	ptrdiff_t off = rsk_area_offset_();
 
-	if (__builtin_expect(area != NULL, 1) && rsk_area_cpu_id(area) >= 0)
-		return (int)__atomic_load_n(&area->cpu_id_start, __ATOMIC_RELAXED);
+	if (__builtin_expect(off != 0, 1)) {
+		rsk_arch_area_t area = rsk_arch_area_of(off);
+		if (__builtin_expect((int32_t)rsk_arch_area_u32(area, RSK_ABI_OFF_CPU_ID) >= 0, 1))
+			return (int)rsk_arch_area_u32(area, RSK_ABI_OFF_CPU_ID_START);
+	}
 	return rsk_cpu_slow();
 }
 
@@ -184,11 +200,13 @@ static inline int rsk_cpu_start(void)
  */
 static inline int rsk_mm_cid(void)
 {
-	struct rsk_abi_area *area = rsk_area();
+	ptrdiff_t off = rsk_area_offset_();
 
-	if (__builtin_expect(area != NULL && rsk_fast.cid_ok, 1) &&
-	    rsk_area_cpu_id(area) >= 0)
-		return (int)__atomic_load_n(&area->mm_cid, __ATOMIC_RELAXED);
+	if (__builtin_expect(off != 0 && rsk_fast.cid_ok, 1)) {
+		rsk_arch_area_t area = rsk_arch_area_of(off);
+		if (__builtin_expect((int32_t)rsk_arch_area_u32(area, RSK_ABI_OFF_CPU_ID) >= 0, 1))
+			return (int)rsk_arch_area_u32(area, RSK_ABI_OFF_MM_CID);
+	}
 	return rsk_mm_cid_slow();
 }
 
@@ -209,15 +227,17 @@ bool rsk_node_id_available(void);
  */
 static inline int rsk_index(enum rsk_index_mode mode)
 {
-	struct rsk_abi_area *area = rsk_area();
+	ptrdiff_t off = rsk_area_offset_();
 
-	if (__builtin_expect(area != NULL, 1)) {
-		int32_t cpu = rsk_area_cpu_id(area);
+	if (__builtin_expect(off != 0, 1)) {
+		rsk_arch_area_t area = rsk_arch_area_of(off);
+		int32_t cpu = (int32_t)rsk_arch_area_u32(area, RSK_ABI_OFF_CPU_ID);
+
 		if (mode == RSK_INDEX_CPU) {
 			if (__builtin_expect(cpu >= 0, 1))
 				return cpu;
-		} else if (cpu >= 0 && rsk_fast.cid_ok) {
-			return (int)__atomic_load_n(&area->mm_cid, __ATOMIC_RELAXED);
+		} else if (mode == RSK_INDEX_CID && cpu >= 0 && rsk_fast.cid_ok) {
+			return (int)rsk_arch_area_u32(area, RSK_ABI_OFF_MM_CID);
 		}
 	}
 	return rsk_index_slow(mode);

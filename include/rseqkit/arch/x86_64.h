@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/arch/x86_64.h - restartable sequences for x86-64.
+ *
+ * Implements the contract written in <rseqkit/arch.h> in its `_at` form:
+ * a section reaches the thread's area through %fs, by the area's offset
+ * from the thread pointer (rsk_arch_area_t is that offset), and re-checks
+ * the index field whose offset in the area it is given (cpu_id or mm_cid):
+ * one code path for both index modes, and no area pointer to build.
+ *
+ * The words a section compares and commits and the gate are "m" operands,
+ * so the compiler addresses them off the registers it already holds (a
+ * part's base and index) and the section compares and stores memory
+ * directly.  The relaxed operations clobber no memory: what they store
+ * (the commit, a speculative store, the descriptor pointer in the area) is
+ * read in C only through atomics, volatile loads or calls, and without the
+ * clobber the compiler keeps the area offset and a structure's fields in
+ * registers across operations instead of reloading them after each.
+ * Operations that read or write memory they do not name (pop's link, the
+ * copy, derefadd) clobber "memory"; the release variants put a compiler
+ * barrier before the section.  <rseqkit/ops.h> adds barriers around the
+ * public primitives.
+ *
+ * x86 is TSO: every store is already a release store, so a release
+ * variant is the relaxed one behind a compiler barrier.
+ *
+ * Layout of one section (labels are local to each asm statement):
+ *   1:  start_ip  - first instruction after arming rseq_cs
+ *   2:  end of the commit store (post_commit_offset = 2b - 1b)
+ *   3:  the struct rseq_cs descriptor, in __rseq_cs
+ *   4:  abort_ip, in __rseq_failure, right after the signature
+ *   6, 7: copy loop; 8, 9: injected delay loop
+ */
+#ifndef RSK_ARCH_INSIDE
+#error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/x86_64.h"
+#endif
+
+#define RSK_ARCH_SIGNATURE 0x53053053
+#define RSK_ARCH_NAME	   "x86_64"
+#define RSK_ARCH_NR_RSEQ   334
+
+static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
+{
+	/* %fs:0, the TCB's self pointer under glibc and musl. */
+	return __builtin_thread_pointer();
+}
+
+/* The area, as sections reach it: its offset from %fs. */
+#define RSK_ARCH_HAS_AREA_OFFSET 1
+typedef uintptr_t rsk_arch_area_t;
+
+static inline __attribute__((always_inline)) rsk_arch_area_t rsk_arch_area_of(ptrdiff_t off)
+{
+	return (rsk_arch_area_t)off;
+}
+
+/* A 32-bit field of the area at byte `field`: one load each time (the
+ * kernel writes it).  An asm rather than a __seg_fs access, which GCC 12
+ * cannot fold into a base + index address. */
+static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch_area_t area,
+									uint32_t field)
+{
+	uint32_t v;
+
+	if (__builtin_constant_p(field))
+		__asm__ __volatile__("movl %%fs:%c2(%1), %0" : "=r"(v) : "r"(area), "i"(field));
+	else
+		__asm__ __volatile__("movl %%fs:(%1, %2), %0"
+				     : "=r"(v)
+				     : "r"(area), "r"((uintptr_t)field));
+	return v;
+}
+
+#ifdef RSEQKIT_NEGATIVE_CONTROL
+/* Test builds only: never arm the descriptor, so the kernel never restarts
+ * a section - the negative control that shows the tests detect loss. */
+#define RSK_X64_ARM "\n"
+#else
+#define RSK_X64_ARM                                                            \
+	"leaq 3b(%%rip), %[tmp]\n\t"                                           \
+	"movq %[tmp], %%fs:8(%[area])\n"
+#endif
+
+/* The descriptor and its entry in the pointer array. */
+#define RSK_X64_DESCRIBE                                                       \
+	".pushsection __rseq_cs, \"aw\"\n\t"                                   \
+	".balign 32\n"                                                         \
+	"3:\n\t"                                                               \
+	".long 0, 0\n\t"                                                       \
+	".quad 1f, (2f - 1f), 4f\n\t"                                          \
+	".popsection\n\t"                                                      \
+	".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                         \
+	".quad 3b\n\t"                                                         \
+	".popsection\n\t"
+
+/* An early exit (compare failed): a (start, exit) pair for debuggers. */
+#define RSK_X64_EXIT(label)                                                    \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                     \
+	".quad 1f, %l[" label "]\n\t"                                          \
+	".popsection\n\t"
+
+/* The signature, then abort_ip: leave for the C abort label. */
+#define RSK_X64_ABORT                                                          \
+	".pushsection __rseq_failure, \"ax\"\n\t"                              \
+	".byte 0x0f, 0xb9, 0x3d\n\t" /* ud1 ...: the signature is its disp32 */ \
+	".long 0x53053053\n"                                                   \
+	"4:\n\t"                                                               \
+	"jmp %l[aborted]\n\t"                                                  \
+	".popsection\n\t"
+
+/* Leave as an abort unless the area still holds the index the caller used:
+ * one compare of the index field in memory. */
+#define RSK_X64_CHECK_INDEX                                                    \
+	"cmpl %[idx], %%fs:(%[area], %[ioff])\n\t"                             \
+	"jnz 4f\n\t"
+
+/* The gated twins: a closed gate (nonzero) leaves through `stopped`.  A
+ * plain load is an acquire on x86. */
+#define RSK_X64_GATE_ASM RSK_GATED(                                            \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                     \
+	".quad 1b, %l[stopped]\n\t"                                            \
+	".popsection\n\t"                                                      \
+	"cmpq $0, %[gate]\n\t"                                                 \
+	"jnz %l[stopped]\n\t")
+#define RSK_X64_GATE_IN	    RSK_GATED(, [gate] "m"(*gate))
+#define RSK_X64_GATE_LABELS RSK_GATED(, stopped)
+#define RSK_X64_STOPPED	    RSK_GATED(stopped : return 2;)
+
+#if RSK_INJECTING
+/* The delay loop borrows tmp, parking its value in a stack slot (a plain
+ * store: a push could be cut in half by an abort). */
+#define RSK_INJECT_ASM(n)                                                      \
+	"movq %[tmp], %[injspill]\n\t"                                         \
+	"movl %[inj" #n "], %k[tmp]\n\t"                                       \
+	"testl %k[tmp], %k[tmp]\n\t"                                           \
+	"jz 8f\n"                                                              \
+	"9:\n\t"                                                               \
+	"decl %k[tmp]\n\t"                                                     \
+	"jnz 9b\n"                                                             \
+	"8:\n\t"                                                               \
+	"movq %[injspill], %[tmp]\n\t"
+#define RSK_X64_INJECT_DECL intptr_t rsk_injspill;
+#define RSK_X64_INJECT_OUT  , [injspill] "=m"(rsk_injspill)
+#define RSK_X64_INJECT_IN                                                      \
+	, [inj1] "m"(rsk_inject_loops[1]), [inj2] "m"(rsk_inject_loops[2]),    \
+		[inj3] "m"(rsk_inject_loops[3]), [inj4] "m"(rsk_inject_loops[4])
+#else
+#define RSK_INJECT_ASM(n) ""
+#define RSK_X64_INJECT_DECL
+#define RSK_X64_INJECT_OUT
+#define RSK_X64_INJECT_IN
+#endif
+
+/* The operands every section has: the area (an offset from %fs) and the
+ * index field's offset in it, the index it must still hold, and scratch. */
+#define RSK_X64_COMMON_OUT [tmp] "=&r"(tmp)
+#define RSK_X64_COMMON_IN  [area] "r"(area), [ioff] "r"((uintptr_t)ioff), [idx] "r"(idx)
+#define RSK_X64_BARRIER()  __asm__ __volatile__("" ::: "memory")
+#define RSK_X64_PROLOGUE                                                       \
+	RSK_X64_DESCRIBE RSK_X64_ARM "1:\n\t" RSK_INJECT_ASM(1)                \
+		RSK_X64_CHECK_INDEX RSK_X64_GATE_ASM RSK_INJECT_ASM(2)
+
+#define RSK_X64_FN static inline __attribute__((always_inline)) int
+
+/*
+ * The operations, once, in the `_at` form: `ioff` is the offset of the
+ * index field in the area (RSK_ABI_OFF_CPU_ID or RSK_ABI_OFF_MM_CID).
+ * Expanded twice by arch.h: plain and gated.
+ */
+#define RSK_ARCH_DEFINE_AT_OPS()                                               \
+	RSK_X64_FN RSK_ARCH_FN(cmpstore, at)(rsk_arch_area_t area, uint32_t ioff, \
+					     int idx, intptr_t *v, intptr_t expect, \
+					     intptr_t newv RSK_GATE_PARAM)   \
+	{                                                                      \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_EXIT("cmpfail") RSK_X64_PROLOGUE               \
+			"cmpq %[expect], %[v]\n\t"                             \
+			"jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)                \
+			"movq %[newv], %[v]\n"                                 \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: RSK_X64_COMMON_OUT RSK_X64_INJECT_OUT                   \
+			: RSK_X64_COMMON_IN, [v] "m"(*v), [expect] "re"(expect), \
+			  [newv] "re"(newv)RSK_X64_GATE_IN RSK_X64_INJECT_IN   \
+			: "cc"                                       \
+			: cmpfail, aborted RSK_X64_GATE_LABELS);               \
+		return 0;                                                      \
+	cmpfail:                                                               \
+		return 1;                                                      \
+	aborted:                                                               \
+		return -1;                                                     \
+		RSK_X64_STOPPED                                                \
+	}                                                                      \
+                                                                               \
+	RSK_X64_FN RSK_ARCH_FN(cmpcmpstore, at)(                               \
+		rsk_arch_area_t area, uint32_t ioff, int idx, intptr_t *v, \
+		intptr_t expect, intptr_t *v2, intptr_t expect2, intptr_t newv RSK_GATE_PARAM) \
+	{                                                                      \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_EXIT("cmpfail") RSK_X64_PROLOGUE               \
+			"cmpq %[expect], %[v]\n\t"                             \
+			"jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)                \
+			"cmpq %[expect2], %[v2]\n\t"                           \
+			"jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(4)                \
+			"movq %[newv], %[v]\n"                                 \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: RSK_X64_COMMON_OUT RSK_X64_INJECT_OUT                   \
+			: RSK_X64_COMMON_IN, [v] "m"(*v), [expect] "re"(expect), \
+			  [v2] "m"(*v2), [expect2] "re"(expect2),              \
+			  [newv] "re"(newv)RSK_X64_GATE_IN RSK_X64_INJECT_IN   \
+			: "cc"                                       \
+			: cmpfail, aborted RSK_X64_GATE_LABELS);               \
+		return 0;                                                      \
+	cmpfail:                                                               \
+		return 1;                                                      \
+	aborted:                                                               \
+		return -1;                                                     \
+		RSK_X64_STOPPED                                                \
+	}                                                                      \
+                                                                               \
+	RSK_X64_FN RSK_ARCH_FN(cmpstorestore, at)(                             \
+		rsk_arch_area_t area, uint32_t ioff, int idx, intptr_t *v, \
+		intptr_t expect, intptr_t *v2, intptr_t newv2, intptr_t newv RSK_GATE_PARAM) \
+	{                                                                      \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_EXIT("cmpfail") RSK_X64_PROLOGUE               \
+			"cmpq %[expect], %[v]\n\t"                             \
+			"jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)                \
+			"movq %[newv2], %[v2]\n\t" RSK_INJECT_ASM(4)           \
+			"movq %[newv], %[v]\n"                                 \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: RSK_X64_COMMON_OUT RSK_X64_INJECT_OUT                   \
+			: RSK_X64_COMMON_IN, [v] "m"(*v), [expect] "re"(expect), \
+			  [v2] "m"(*v2), [newv2] "re"(newv2),    \
+			  [newv] "re"(newv)RSK_X64_GATE_IN RSK_X64_INJECT_IN   \
+			: "cc"                                       \
+			: cmpfail, aborted RSK_X64_GATE_LABELS);               \
+		return 0;                                                      \
+	cmpfail:                                                               \
+		return 1;                                                      \
+	aborted:                                                               \
+		return -1;                                                     \
+		RSK_X64_STOPPED                                                \
+	}                                                                      \
+                                                                               \
+	/* The copy: whole words, last to first, indexed by a counter. */     \
+	RSK_X64_FN RSK_ARCH_FN(cmpcopystore, at)(                              \
+		rsk_arch_area_t area, uint32_t ioff, int idx, intptr_t *v, \
+		intptr_t expect, intptr_t *dst, const intptr_t *src,           \
+		intptr_t nwords, intptr_t newv RSK_GATE_PARAM)                 \
+	{                                                                      \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_EXIT("cmpfail") RSK_X64_PROLOGUE               \
+			"cmpq %[expect], %[v]\n\t"                             \
+			"jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)                \
+			"testq %[n], %[n]\n\t"                                 \
+			"jz 6f\n"                                              \
+			"7:\n\t"                                               \
+			"movq -8(%[src], %[n], 8), %[tmp]\n\t"                 \
+			"movq %[tmp], -8(%[dst], %[n], 8)\n\t"                 \
+			"decq %[n]\n\t"                                        \
+			"jnz 7b\n"                                             \
+			"6:\n\t" RSK_INJECT_ASM(4)                             \
+			"movq %[newv], %[v]\n"                                 \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: RSK_X64_COMMON_OUT, [n] "+&r"(nwords)RSK_X64_INJECT_OUT \
+			: RSK_X64_COMMON_IN, [v] "m"(*v), [expect] "re"(expect), \
+			  [dst] "r"(dst), [src] "r"(src),                      \
+			  [newv] "re"(newv)RSK_X64_GATE_IN RSK_X64_INJECT_IN   \
+			: "memory", "cc"                                       \
+			: cmpfail, aborted RSK_X64_GATE_LABELS);               \
+		return 0;                                                      \
+	cmpfail:                                                               \
+		return 1;                                                      \
+	aborted:                                                               \
+		return -1;                                                     \
+		RSK_X64_STOPPED                                                \
+	}                                                                      \
+                                                                               \
+	RSK_X64_FN RSK_ARCH_FN(add, at)(rsk_arch_area_t area, uint32_t ioff, \
+					int idx, intptr_t *v, intptr_t count RSK_GATE_PARAM) \
+	{                                                                      \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_PROLOGUE                                       \
+			"addq %[count], %[v]\n"                                \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: RSK_X64_COMMON_OUT RSK_X64_INJECT_OUT                   \
+			: RSK_X64_COMMON_IN, [v] "m"(*v),                      \
+			  [count] "re"(count)RSK_X64_GATE_IN RSK_X64_INJECT_IN \
+			: "cc"                                       \
+			: aborted RSK_X64_GATE_LABELS);                        \
+		return 0;                                                      \
+	aborted:                                                               \
+		return -1;                                                     \
+		RSK_X64_STOPPED                                                \
+	}                                                                      \
+                                                                               \
+	/* The popped word is an output register: on success it goes         \
+	 * straight to *out, with no stack slot in between. */                \
+	RSK_X64_FN RSK_ARCH_FN(pop, at)(rsk_arch_area_t area, uint32_t ioff, \
+					int idx, intptr_t *v, intptr_t expectnot, \
+					intptr_t offset, intptr_t *out RSK_GATE_PARAM) \
+	{                                                                      \
+		intptr_t tmp, head;                                            \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_EXIT("cmpfail") RSK_X64_PROLOGUE               \
+			"movq %[v], %[head]\n\t"                               \
+			"cmpq %[expectnot], %[head]\n\t"                       \
+			"jz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)                 \
+			"movq (%[head], %[offset]), %[tmp]\n\t"                \
+			"movq %[tmp], %[v]\n"                                  \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: RSK_X64_COMMON_OUT, [head] "=&r"(head)RSK_X64_INJECT_OUT \
+			: RSK_X64_COMMON_IN, [v] "m"(*v), [expectnot] "re"(expectnot), \
+			  [offset] "r"(offset)RSK_X64_GATE_IN RSK_X64_INJECT_IN \
+			: "memory", "cc"                                       \
+			: cmpfail, aborted RSK_X64_GATE_LABELS);               \
+		*out = head;                                                   \
+		return 0;                                                      \
+	cmpfail:                                                               \
+		return 1;                                                      \
+	aborted:                                                               \
+		return -1;                                                     \
+		RSK_X64_STOPPED                                                \
+	}                                                                      \
+                                                                               \
+	RSK_X64_FN RSK_ARCH_FN(derefadd, at)(rsk_arch_area_t area, uint32_t ioff, \
+					     int idx, intptr_t *const *ptr, intptr_t off, \
+					     intptr_t inc RSK_GATE_PARAM)    \
+	{                                                                      \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_PROLOGUE                                       \
+			"movq %[ptr], %[tmp]\n\t"                              \
+			"addq %[inc], (%[tmp], %[off])\n"                      \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: RSK_X64_COMMON_OUT RSK_X64_INJECT_OUT                   \
+			: RSK_X64_COMMON_IN, [ptr] "m"(*ptr), [off] "r"(off),  \
+			  [inc] "re"(inc)RSK_X64_GATE_IN RSK_X64_INJECT_IN     \
+			: "memory", "cc"                                       \
+			: aborted RSK_X64_GATE_LABELS);                        \
+		return 0;                                                      \
+	aborted:                                                               \
+		return -1;                                                     \
+		RSK_X64_STOPPED                                                \
+	}                                                                      \
+                                                                               \
+	/* TSO: a plain store already orders after earlier loads and stores; \
+	 * the barrier keeps the compiler from moving them past it (the copy \
+	 * clobbers "memory" anyway). */                                       \
+	RSK_X64_FN RSK_ARCH_FN(cmpstore_release, at)(                          \
+		rsk_arch_area_t area, uint32_t ioff, int idx, intptr_t *v, \
+		intptr_t expect, intptr_t newv RSK_GATE_PARAM)                 \
+	{                                                                      \
+		RSK_X64_BARRIER();                                             \
+		return RSK_ARCH_FN(cmpstore, at)(area, ioff, idx, v, expect, newv RSK_GATE_ARG); \
+	}                                                                      \
+	RSK_X64_FN RSK_ARCH_FN(cmpstorestore_release, at)(                     \
+		rsk_arch_area_t area, uint32_t ioff, int idx, intptr_t *v, \
+		intptr_t expect, intptr_t *v2, intptr_t newv2, intptr_t newv RSK_GATE_PARAM) \
+	{                                                                      \
+		RSK_X64_BARRIER();                                             \
+		return RSK_ARCH_FN(cmpstorestore, at)(area, ioff, idx, v, expect, v2, newv2, \
+						      newv RSK_GATE_ARG);      \
+	}                                                                      \
+	RSK_X64_FN RSK_ARCH_FN(cmpcopystore_release, at)(                      \
+		rsk_arch_area_t area, uint32_t ioff, int idx, intptr_t *v, \
+		intptr_t expect, intptr_t *dst, const intptr_t *src,           \
+		intptr_t nwords, intptr_t newv RSK_GATE_PARAM)                 \
+	{                                                                      \
+		return RSK_ARCH_FN(cmpcopystore, at)(area, ioff, idx, v, expect, dst, src, \
+						     nwords, newv RSK_GATE_ARG); \
+	}
+
+/* No cpu/cid variants: <rseqkit/arch.h> derives them from the `_at` form. */
+#define RSK_ARCH_DEFINE_OPS(X, OFF)

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The framework every per-CPU structure shares (see <rseqkit/percpu.h> and
+ * src/internal.h): creation and destruction, and the one slow path - the
+ * retries a first attempt left, the registration of a new thread, then
+ * the operation under a part's gate.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "internal.h"
+
+/* Blocks at least this large come from mmap: their untouched pages cost
+ * no memory (an empty large buffer is mostly never-written slots). */
+#define RSK_PERCPU_MMAP_MIN (64 * 1024)
+
+enum rsk_index_mode rsk_percpu_effective_mode(enum rsk_index_mode mode)
+{
+	rsk_init_once();
+	if (mode == RSK_INDEX_CID && !rsk_process.cid_for_structures)
+		return RSK_INDEX_CPU;
+	return mode;
+}
+
+void rsk_percpu_init_head(struct rsk_percpu_head *h)
+{
+	h->index_offset_ = h->mode == RSK_INDEX_CID ? RSK_ABI_OFF_MM_CID : RSK_ABI_OFF_CPU_ID;
+	/* The offset is decided once, by rsk_init_once() (which
+	 * rsk_percpu_effective_mode() ran): 0 means no thread can run a
+	 * section, and the fast paths then never try. */
+	h->fast_nr_ = rsk_fast.area_offset != 0 ? (uint32_t)h->nr : 0;
+}
+
+void *rsk_percpu_create(size_t size, enum rsk_index_mode mode)
+{
+	struct rsk_percpu_head *h;
+	int mapped = size >= RSK_PERCPU_MMAP_MIN;
+
+	if (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID)
+		return NULL;
+	if (mapped) {
+		void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			       -1, 0);
+		h = m == MAP_FAILED ? NULL : m;
+	} else {
+		h = aligned_alloc(RSK_PERCPU_ALIGN,
+				  (size + RSK_PERCPU_ALIGN - 1) & ~(size_t)(RSK_PERCPU_ALIGN - 1));
+		if (h != NULL)
+			memset(h, 0, size);
+	}
+	if (h == NULL)
+		return NULL;
+	h->mode = rsk_percpu_effective_mode(mode);
+	h->nr = rsk_possible_cpus();
+	rsk_percpu_init_head(h);
+	h->magic_ = mapped ? RSK_PERCPU_MAGIC_MAPPED : RSK_PERCPU_MAGIC;
+	return h;
+}
+
+int rsk_percpu_destroy(void *s, size_t size)
+{
+	struct rsk_percpu_head *h = s;
+	uint32_t magic;
+
+	if (h == NULL)
+		return -EINVAL;
+	magic = h->magic_;
+	if (magic != RSK_PERCPU_MAGIC && magic != RSK_PERCPU_MAGIC_MAPPED)
+		return -EINVAL; /* destroyed already, or not a structure */
+	h->magic_ = RSK_PERCPU_MAGIC_DEAD;
+	if (magic == RSK_PERCPU_MAGIC_MAPPED)
+		munmap(h, size);
+	else
+		free(h);
+	return 0;
+}
+
+/*
+ * A home part for each thread that runs no sections (no rseq in the
+ * process, or not registered): any part is correct under its gate, and
+ * keeping to one spares a getcpu per operation and keeps threads on
+ * different lines.  Chosen from the CPU at first use; moved on when a
+ * gate is found held by someone else.
+ */
+static __thread int home_part = -1;
+
+static int home_index(int nr)
+{
+	int h = home_part;
+
+	if (__builtin_expect(h < 0, 0)) {
+		int cpu = rsk_cpu();
+		home_part = h = cpu >= 0 ? cpu : 0;
+	}
+	return h % nr;
+}
+
+int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr)
+{
+	int idx;
+
+	if (rsk_fast.area_offset == 0) /* no thread runs sections */
+		return home_index(nr);
+	idx = rsk_index(mode);
+	if ((unsigned)idx < (unsigned)nr)
+		return idx;
+	return home_index(nr);
+}
+
+/* After RSK_TRY_NO_INDEX: whether the thread can run sections on this
+ * structure now (its first call registers it). */
+static int index_now_usable(const struct rsk_percpu_head *h)
+{
+	if (h->fast_nr_ == 0 || rsk_thread_ensure() != RSK_THREAD_ACTIVE)
+		return 0;
+	return (unsigned)rsk_index(h->mode) < (unsigned)h->nr;
+}
+
+/* Close the gate of part idx, or of the next parts where the calling
+ * thread holds it already (a signal handler interrupted its own slow
+ * path there).  Returns the part closed, or a negative errno. */
+static int close_some_gate(void *s, const struct rsk_percpu_head *h,
+			   const struct rsk_percpu_kind *k, int idx)
+{
+	for (int n = 0; n < h->nr; n++, idx = (idx + 1) % h->nr) {
+		int err = rsk_gate_close(k->gate(s, idx), h->mode, idx);
+
+		if (err == 0)
+			return idx;
+		if (err != -EDEADLK)
+			return err;
+		home_part = idx + 1;
+	}
+	return -EDEADLK;
+}
+
+static int final_error(enum rsk_try r)
+{
+	return r == RSK_TRY_EMPTY ? -ENOENT : r == RSK_TRY_FULL ? -ENOSPC : -EINVAL;
+}
+
+int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_try r)
+{
+	struct rsk_percpu_head *h = s;
+	unsigned aborts = 0, round = 0;
+	int idx = -1, tried_register = 0;
+
+	if (h->magic_ != RSK_PERCPU_MAGIC && h->magic_ != RSK_PERCPU_MAGIC_MAPPED)
+		return -EINVAL; /* used after rsk_<name>_destroy() */
+	for (;;) {
+		/* The retries of the fast path. */
+		for (;;) {
+			if (r == RSK_TRY_EMPTY || r == RSK_TRY_FULL)
+				return final_error(r);
+			if (r == RSK_TRY_STOPPED)
+				break;
+			if (r == RSK_TRY_ABORTED && rsk_percpu_give_up(&aborts))
+				break;
+			if (r == RSK_TRY_NO_INDEX && (tried_register++ || !index_now_usable(h)))
+				break;
+			if (r == RSK_TRY_CHANGED && k->wait != NULL)
+				k->wait(s, idx, round++);
+			r = k->attempt(s, arg, &idx);
+			if (r == RSK_TRY_DONE)
+				return idx;
+		}
+		/* The one place that works on the structure without a
+		 * critical section: its gate makes the part ours. */
+		idx = close_some_gate(s, h, k, rsk_percpu_slow_index(h->mode, h->nr));
+		if (idx < 0)
+			return idx;
+		r = k->locked(s, idx, arg);
+		rsk_gate_open(k->gate(s, idx));
+		if (round == 0)
+			rsk_note_slow_path_at(idx);
+		if (r == RSK_TRY_DONE)
+			return idx;
+		if (r != RSK_TRY_CHANGED || k->wait == NULL)
+			return final_error(r);
+		/* Busy (a held lock): wait with the gate open, then again
+		 * from the fast path. */
+		k->wait(s, idx, round++);
+		aborts = 0;
+		r = k->attempt(s, arg, &idx);
+		if (r == RSK_TRY_DONE)
+			return idx;
+	}
+}
+
+int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *arg)
+{
+	struct rsk_percpu_head *h = s;
+	enum rsk_try r;
+	int err;
+
+	if (h == NULL || (unsigned)cpu >= (unsigned)h->nr)
+		return -EINVAL;
+	if (h->magic_ != RSK_PERCPU_MAGIC && h->magic_ != RSK_PERCPU_MAGIC_MAPPED)
+		return -EINVAL;
+	if (k->peek != NULL && (r = k->peek(s, cpu, arg)) != RSK_TRY_DONE)
+		return final_error(r);
+	err = rsk_gate_close(k->gate(s, cpu), h->mode, cpu);
+	if (err != 0)
+		return err;
+	r = k->locked(s, cpu, arg);
+	rsk_gate_open(k->gate(s, cpu));
+	return r == RSK_TRY_DONE ? 0 : final_error(r);
+}
