@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include "harness.h"
+#include <rseqkit/counter.h>
 
 #define MAX_CPUS 1024
 static int cpus[MAX_CPUS], ncpus;
@@ -34,10 +35,15 @@ static int kernel_registered(void)
 	rsk_status(&st);
 	if (area == NULL || st.registered_size == 0)
 		return -ENOENT;
+	uint32_t cid = area->mm_cid;
 	if (syscall(RSK_ARCH_NR_RSEQ, area, st.registered_size, 0, RSK_ARCH_SIGNATURE) == 0) {
-		/* It was free: undo our probe registration at once. */
+		/* It was free: undo our probe registration at once, and give
+		 * back the mm_cid field the kernel resets on unregistration
+		 * (rseqkit keeps it out of range while the thread is
+		 * unregistered: see rsk_unregister(3)). */
 		syscall(RSK_ARCH_NR_RSEQ, area, st.registered_size, RSK_ABI_FLAG_UNREGISTER,
 			RSK_ARCH_SIGNATURE);
+		area->mm_cid = cid;
 		return 0;
 	}
 	/* EBUSY: this very registration exists; EINVAL: another one does
@@ -237,6 +243,34 @@ static int add_behaves(int on, int cpu)
 	return on ? r == RSK_OK && v == 1 : r == RSK_ABORTED && v == 0;
 }
 
+/*
+ * The structures' fast path trusts an unregistered thread's mm_cid field
+ * to be out of range in the areas whose mm_cid it uses (the kernel writes
+ * 0 there at unregistration: rseqkit writes (uint32_t)-1 back).  An add
+ * from an unregistered thread must therefore end on the slow path, exact,
+ * and never run its section unarmed.
+ */
+static int unregistered_cid_add_is_slow(void)
+{
+	struct rsk_counter *c;
+	struct rsk_stats before, after;
+	intptr_t sum = -1;
+	int idx;
+
+	if (rsk_counter_create(&c, RSK_INDEX_CID) != 0)
+		return 0;
+	rsk_stats_thread(&before);
+	idx = rsk_counter_add(c, 1);
+	rsk_stats_thread(&after);
+	rsk_counter_sum(c, &sum);
+	int cid = c->mode == RSK_INDEX_CID;
+	rsk_counter_destroy(c);
+	tap_diag("mode %s, index %d, sum %ld, slow paths %llu -> %llu", cid ? "cid" : "cpu", idx,
+		 (long)sum,
+		 (unsigned long long)before.slow_paths, (unsigned long long)after.slow_paths);
+	return idx >= 0 && sum == 1 && after.slow_paths == before.slow_paths + 1;
+}
+
 static void *nested_thread(void *arg)
 {
 	int cpu = cpus[0];
@@ -285,6 +319,8 @@ static void *nested_thread(void *arg)
 		tap_ok(r == 0 && s.count == 0 && is_off(&s, cpu),
 		       "nested: last unregister unregisters: index -1, kernel agrees (%s)", show(&s));
 		tap_ok(add_behaves(0, cpu), "nested: an add on the unregistered thread aborts, stores nothing");
+		tap_ok(unregistered_cid_add_is_slow(),
+		       "nested: an unregistered thread's add on a CID counter takes the slow path");
 	}
 	tap_ok(rsk_unregister(0) == -EINVAL, "nested: one unregister too many is -EINVAL");
 
