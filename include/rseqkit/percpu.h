@@ -141,7 +141,13 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
 #endif
 	*area = rsk_arch_area_of(off);
 	*idx = rsk_arch_area_u32(*area, ioff);
-	return RSK_PERCPU_LIKELY(*idx < fast_nr);
+	if (RSK_PERCPU_UNLIKELY(*idx >= fast_nr))
+		return 0;
+	/* fast_nr is an int's value: the index is not negative as an int,
+	 * which lets the compiler drop a caller's `>= 0` test of it. */
+	if (*idx > (uint32_t)INT32_MAX)
+		__builtin_unreachable();
+	return 1;
 }
 
 /* Not API: &s->part[i] for a structure whose parts are an array of

@@ -183,7 +183,15 @@ RSK_PERCPU_INLINE int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
 		return idx;
 	if (r == RSK_TRY_EMPTY)
 		return -ENOENT;
-	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_POP_, NULL, out, r);
+	{
+		/* Through a local: out's target stays out of memory on the
+		 * fast path (its address does not escape to the call). */
+		void *got;
+		int ret = rsk_ptrbuf_slow_(b, RSK_PTRBUF_POP_, NULL, &got, r);
+
+		*out = got;
+		return ret;
+	}
 }
 
 /*

@@ -185,7 +185,15 @@ RSK_PERCPU_INLINE int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node *
 		return idx;
 	if (r == RSK_TRY_EMPTY)
 		return -ENOENT;
-	return rsk_stack_slow_(s, RSK_STACK_POP_, NULL, out, r);
+	{
+		/* Through a local: out's target stays out of memory on the
+		 * fast path (its address does not escape to the call). */
+		struct rsk_stack_node *got;
+		int ret = rsk_stack_slow_(s, RSK_STACK_POP_, NULL, &got, r);
+
+		*out = got;
+		return ret;
+	}
 }
 
 /*
@@ -207,7 +215,15 @@ RSK_PERCPU_INLINE int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_no
 		return idx;
 	if (r == RSK_TRY_EMPTY)
 		return -ENOENT;
-	return rsk_stack_slow_(s, RSK_STACK_POP_ALL_, NULL, out, r);
+	{
+		/* Through a local: out's target stays out of memory on the
+		 * fast path (its address does not escape to the call). */
+		struct rsk_stack_node *got;
+		int ret = rsk_stack_slow_(s, RSK_STACK_POP_ALL_, NULL, &got, r);
+
+		*out = got;
+		return ret;
+	}
 }
 
 /*

@@ -325,6 +325,10 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 			  [offset] "r"(offset)RSK_X64_GATE_IN RSK_X64_INJECT_IN \
 			: "memory", "cc"                                       \
 			: cmpfail, aborted RSK_X64_GATE_LABELS);               \
+		/* Known to the compiler from here: a caller's NULL check of \
+		 * the popped node folds away. */                            \
+		if (head == expectnot)                                         \
+			__builtin_unreachable();                               \
 		*out = head;                                                   \
 		return 0;                                                      \
 	cmpfail:                                                               \
