@@ -236,7 +236,7 @@ check-analyze:
 		$(CPPCHECK) --std=c11 --enable=warning,style,performance,portability,information \
 			--inline-suppr --suppressions-list=.cppcheck-suppressions --error-exitcode=1 -q \
 			--template='{file}:{line}: {severity} {id}: {message}' \
-			-D__GNUC__=12 -D__linux__ -D$$arch -D_GNU_SOURCE -Iinclude src/ || exit 1; \
+			-D__GNUC__=12 -D__linux__ -D$$arch -D_GNU_SOURCE -DRSEQKIT_ANALYZER -Iinclude src/ || exit 1; \
 	done
 	$(CLANG_TIDY) --quiet $(LIB_SRC) -- -std=gnu11 -D_GNU_SOURCE -Iinclude -pthread
 	$(CLANG_TIDY) --quiet $(LIB_SRC) -- -std=gnu11 -D_GNU_SOURCE -Iinclude -pthread -DRSEQKIT_INJECT

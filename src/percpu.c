@@ -13,7 +13,7 @@
 
 /* Blocks at least this large come from mmap: their untouched pages cost
  * no memory (an empty large buffer is mostly never-written slots). */
-#define RSK_PERCPU_MMAP_MIN (64 * 1024)
+#define RSK_PERCPU_MMAP_MIN ((size_t)64 * 1024)
 
 enum rsk_index_mode rsk_percpu_effective_mode(enum rsk_index_mode mode)
 {

@@ -61,19 +61,21 @@ int rsk_counter_create(struct rsk_counter **out, enum rsk_index_mode mode);
 int rsk_counter_destroy(struct rsk_counter *c);
 
 /* Not API: one attempt of rsk_counter_add (RSK_TRY_DONE with *idx set). */
-RSK_PERCPU_INLINE enum rsk_try rsk_counter_try_(struct rsk_counter *c, intptr_t count, int *idx, ptrdiff_t off)
+RSK_PERCPU_INLINE enum rsk_try rsk_counter_try_(struct rsk_counter *c, intptr_t count, int *idx,
+						ptrdiff_t off)
 {
-	uint32_t ioff = c->index_offset_, i;
-	struct rsk_counter_part *p;
-	rsk_arch_area_t area;
-	int ready = rsk_percpu_enter_(off, ioff, c->fast_nr_, &area, &i);
+	uintptr_t pos;
 
-	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_TRY_NO_INDEX;
-	*idx = (int)i;
-	p = RSK_PERCPU_PART_(c, i);
 	RSK_INJECT_C(7);
-	return RSK_PERCPU_OP_(add, ioff, area, i, &p->gate, &p->count, count);
+	RSK_PERCPU_ADD_(c, struct rsk_counter, off, pos, count, count);
+	*idx = rsk_percpu_pos_index_(pos);
+	return RSK_TRY_DONE;
+noindex:
+	return RSK_TRY_NO_INDEX;
+aborted:
+	return RSK_TRY_ABORTED;
+stopped:
+	return RSK_TRY_STOPPED;
 }
 
 /* Not API: rsk_counter_add after a first attempt that returned `first`. */
@@ -90,15 +92,21 @@ int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_try first)
 RSK_PERCPU_INLINE int rsk_counter_add(struct rsk_counter *c, intptr_t count)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	enum rsk_try r;
-	int idx;
+	uintptr_t pos;
 
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
 		return -EINVAL;
-	r = rsk_counter_try_(c, count, &idx, off);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
-		return idx;
-	return rsk_counter_slow_(c, count, r);
+	/* rsk_counter_try_()'s section, with each exit calling the slow path
+	 * itself: no result code is set up on the fast path. */
+	RSK_INJECT_C(7);
+	RSK_PERCPU_ADD_(c, struct rsk_counter, off, pos, count, count);
+	return rsk_percpu_pos_index_(pos);
+noindex:
+	return rsk_counter_slow_(c, count, RSK_TRY_NO_INDEX);
+aborted:
+	return rsk_counter_slow_(c, count, RSK_TRY_ABORTED);
+stopped:
+	return rsk_counter_slow_(c, count, RSK_TRY_STOPPED);
 }
 
 /*

@@ -153,14 +153,167 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
 /* Not API: &s->part[i] for a structure whose parts are an array of
  * 128-byte parts after its head, written so that the compiler folds the
  * array's offset into the address instead of computing (i + 1) * 128. */
+#ifdef RSEQKIT_ANALYZER /* cppcheck: "cyclic reverse analysis" on the form below */
+#define RSK_PERCPU_PART_(s, i) (&(s)->part[(i)])
+#else
 #define RSK_PERCPU_PART_(s, i)                                                 \
 	((__typeof__(&(s)->part[0]))(void *)((char *)(s) + offsetof(__typeof__(*(s)), part) + \
 					     ((size_t)(i) << 7)))
+#endif
 
 /* Not API: the gated arch operation `op` on the index field at ioff, for
  * an area and index from rsk_percpu_enter_(). */
 #define RSK_PERCPU_OP_(op, ioff, area, idx, gate, ...)                         \
 	((enum rsk_try)rsk_arch_gated_##op##_at((area), (ioff), (int)(idx), __VA_ARGS__, (gate)))
+
+/*
+ * Not API: the part operations of structures whose parts are an array of
+ * 128-byte parts after their head (counter, spinlock, stack).  Where the
+ * arch has them (RSK_ARCH_HAS_PART_OPS: x86-64) the section reads the
+ * index itself; elsewhere they are built from rsk_percpu_enter_() and the
+ * `_at` operations.  Statements that leave through the enclosing
+ * function's labels noindex, cmpfail, aborted and stopped; on success,
+ * pos is the index << 7.  s is the structure, T its type, FIELD the
+ * part's word.
+ */
+/* Not API: the index of a part operation's pos, telling the compiler what
+ * it is (a multiple of 128 whose index fits an int), so that callers'
+ * tests of the index and later address computations fold away. */
+RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
+{
+	if ((pos & 127) != 0 || (pos >> 7) > (uintptr_t)INT32_MAX)
+		__builtin_unreachable();
+	return (int)(pos >> 7);
+}
+
+#define RSK_PERCPU_VDISP_(T, field) offsetof(T, part[0].field)
+#define RSK_PERCPU_GDISP_(T)	    offsetof(T, part[0].gate)
+
+#if defined(RSEQKIT_ANALYZER)
+/* make check-analyze: cppcheck's parser breaks on these statements (an
+ * "AST broken" error), so it checks a C model with the same exits. */
+#define RSK_PERCPU_PART_MODEL_(s, off, pos)                                    \
+	do {                                                                   \
+		if ((off) == 0 || (s)->fast_nr_ == 0)                          \
+			goto noindex;                                          \
+		(pos) = 0;                                                     \
+		if ((s)->magic_ == 0)                                          \
+			goto aborted;                                          \
+		if ((s)->magic_ == 1)                                          \
+			goto stopped;                                          \
+	} while (0)
+#define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                          \
+	do {                                                                   \
+		RSK_PERCPU_PART_MODEL_(s, off, pos);                           \
+		(void)(count);                                                 \
+	} while (0)
+#define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                   \
+	do {                                                                   \
+		RSK_PERCPU_PART_MODEL_(s, off, pos);                           \
+		if ((expect) == (newv))                                        \
+			goto cmpfail;                                          \
+	} while (0)
+#define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                    \
+	do {                                                                   \
+		RSK_PERCPU_PART_MODEL_(s, off, pos);                           \
+		(void)(node);                                                  \
+	} while (0)
+#define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                     \
+	do {                                                                   \
+		RSK_PERCPU_PART_MODEL_(s, off, pos);                           \
+		(head) = (s)->magic_;                                          \
+		if ((head) == 2)                                               \
+			goto cmpfail;                                          \
+	} while (0)
+#elif defined(RSK_ARCH_HAS_PART_OPS)
+/* The section arms its descriptor before it reads the index: an area
+ * offset of 0 (no rseq) must never get that far, or the arming store would
+ * land in the TCB. */
+#define RSK_PERCPU_PART_READY_(off)                                            \
+	do {                                                                   \
+		if (RSK_PERCPU_UNLIKELY((off) == 0))                           \
+			goto noindex;                                          \
+	} while (0)
+#define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                             \
+	do {                                                                   \
+		RSK_PERCPU_PART_READY_(off);                                   \
+		RSK_ARCH_PART_ADD(rsk_arch_area_of(off), (s)->index_offset_, &(s)->fast_nr_, (s), pos, \
+			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), count); \
+	} while (0)
+#define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                      \
+	do {                                                                   \
+		RSK_PERCPU_PART_READY_(off);                                   \
+		RSK_ARCH_PART_CAS(rsk_arch_area_of(off), (s)->index_offset_, &(s)->fast_nr_, (s), pos, \
+			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), expect, newv); \
+	} while (0)
+#define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                       \
+	do {                                                                   \
+		RSK_PERCPU_PART_READY_(off);                                   \
+		RSK_ARCH_PART_PUSH(rsk_arch_area_of(off), (s)->index_offset_, &(s)->fast_nr_, (s), pos, \
+			   RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), node, next); \
+	} while (0)
+#define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                        \
+	do {                                                                   \
+		RSK_PERCPU_PART_READY_(off);                                   \
+		RSK_ARCH_PART_POP(rsk_arch_area_of(off), (s)->index_offset_, &(s)->fast_nr_, (s), pos, \
+			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), head, next); \
+	} while (0)
+#else
+/* Enter, then one `_at` operation on the slot's word; its result picks
+ * the label. */
+#define RSK_PERCPU_PART_OP_(s, T, off, pos, field, on_cmpfail, op, ...)           \
+	do {                                                                   \
+		uint32_t ioff_ = (s)->index_offset_, i_;                       \
+		rsk_arch_area_t area_;                                         \
+		int r_;                                                        \
+		if (RSK_PERCPU_UNLIKELY(                                       \
+			    !rsk_percpu_enter_((off), ioff_, (s)->fast_nr_, &area_, &i_))) \
+			goto noindex;                                          \
+		(pos) = (uintptr_t)i_ << 7;                                    \
+		r_ = rsk_arch_gated_##op##_at(                                 \
+			area_, ioff_, (int)i_,                                 \
+			(intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
+			__VA_ARGS__,                                           \
+			(const intptr_t *)(const void *)((const char *)(s) + RSK_PERCPU_GDISP_(T) + (pos))); \
+		if (RSK_PERCPU_UNLIKELY(r_ != RSK_OK)) {                       \
+			if (r_ == RSK_STOPPED)                                 \
+				goto stopped;                                  \
+			if (r_ == RSK_CMPFAIL)                                 \
+				goto on_cmpfail;                               \
+			goto aborted;                                          \
+		}                                                              \
+	} while (0)
+#define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                             \
+	RSK_PERCPU_PART_OP_(s, T, off, pos, field, aborted, add, count)
+#define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                      \
+	RSK_PERCPU_PART_OP_(s, T, off, pos, field, cmpfail, cmpstore, expect, newv)
+#define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                       \
+	do {                                                                   \
+		intptr_t head_;                                                \
+		uint32_t ioff_ = (s)->index_offset_, i_;                       \
+		rsk_arch_area_t area_;                                         \
+		int r_;                                                        \
+		if (RSK_PERCPU_UNLIKELY(                                       \
+			    !rsk_percpu_enter_((off), ioff_, (s)->fast_nr_, &area_, &i_))) \
+			goto noindex;                                          \
+		(pos) = (uintptr_t)i_ << 7;                                    \
+		head_ = __atomic_load_n((intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
+					__ATOMIC_RELAXED);                     \
+		*(intptr_t *)(void *)((char *)(node) + (next)) = head_;        \
+		r_ = rsk_arch_gated_cmpstore_release_at(                       \
+			area_, ioff_, (int)i_,                                 \
+			(intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
+			head_, (intptr_t)(node),                               \
+			(const intptr_t *)(const void *)((const char *)(s) + RSK_PERCPU_GDISP_(T) + (pos))); \
+		if (RSK_PERCPU_UNLIKELY(r_ != RSK_OK)) {                       \
+			if (r_ == RSK_STOPPED)                                 \
+				goto stopped;                                  \
+			goto aborted; /* the head moved, or a restart */       \
+		}                                                              \
+	} while (0)
+#define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                        \
+	RSK_PERCPU_PART_OP_(s, T, off, pos, field, cmpfail, pop, 0, (intptr_t)(next), &(head))
+#endif
 
 #ifdef __cplusplus
 }

@@ -59,16 +59,22 @@ int rsk_spinlock_destroy(struct rsk_spinlock *l);
  * RSK_TRY_CHANGED: the lock of part *idx is held). */
 RSK_PERCPU_INLINE enum rsk_try rsk_spinlock_try_(struct rsk_spinlock *l, int *idx, ptrdiff_t off)
 {
-	uint32_t ioff = l->index_offset_, i;
-	rsk_arch_area_t area;
-	int ready = rsk_percpu_enter_(off, ioff, l->fast_nr_, &area, &i);
+	uintptr_t pos;
 
-	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_TRY_NO_INDEX;
-	*idx = (int)i;
 	RSK_INJECT_C(7);
-	return RSK_PERCPU_OP_(cmpstore, ioff, area, i, &RSK_PERCPU_PART_(l, i)->gate,
-			      &RSK_PERCPU_PART_(l, i)->locked, 0, 1);
+	RSK_PERCPU_CAS_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
+	*idx = rsk_percpu_pos_index_(pos);
+	return RSK_TRY_DONE;
+cmpfail:
+	/* Held: the part to wait for is the one of the thread's index. */
+	*idx = (int)rsk_arch_area_u32(rsk_arch_area_of(off), l->index_offset_);
+	return RSK_TRY_CHANGED;
+noindex:
+	return RSK_TRY_NO_INDEX;
+aborted:
+	return RSK_TRY_ABORTED;
+stopped:
+	return RSK_TRY_STOPPED;
 }
 
 /* Not API: rsk_spinlock_lock after a first attempt that returned `first`
@@ -87,27 +93,36 @@ void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
 RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	enum rsk_try r;
-	int idx;
+	uintptr_t pos;
 
 	if (RSK_PERCPU_UNLIKELY(l == NULL))
 		return -EINVAL;
-	r = rsk_spinlock_try_(l, &idx, off);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE)) {
-		/* Nothing of the critical section may move above the
-		 * commit that took the lock. */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		return idx;
-	}
-	return rsk_spinlock_slow_(l, r);
+	/* rsk_spinlock_try_()'s section, with each exit calling the slow path
+	 * itself: no result code is set up on the fast path. */
+	RSK_INJECT_C(7);
+	RSK_PERCPU_CAS_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
+	/* Nothing of the critical section may move above the commit that
+	 * took the lock. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return rsk_percpu_pos_index_(pos);
+cmpfail:
+	return rsk_spinlock_slow_(l, RSK_TRY_CHANGED);
+noindex:
+	return rsk_spinlock_slow_(l, RSK_TRY_NO_INDEX);
+aborted:
+	return rsk_spinlock_slow_(l, RSK_TRY_ABORTED);
+stopped:
+	return rsk_spinlock_slow_(l, RSK_TRY_STOPPED);
 }
 
 /*
  * rsk_spinlock_unlock - release the lock of index `cpu` (the value
  * rsk_spinlock_lock returned), from any CPU.  Release ordering: every
  * load and store of the critical section happens before the lock is seen
- * free.  Returns 0, -EINVAL (l NULL, cpu outside [0, l->nr), or that lock
- * is not held).
+ * free.  Returns 0, -EINVAL (l NULL, cpu outside [0, l->nr)).  Unlocking
+ * a lock that is not held is not detected: one store, as a hand-written
+ * unlock (a free lock stays free; one held by another thread is released,
+ * the caller's bug).
  */
 RSK_PERCPU_INLINE int rsk_spinlock_unlock(struct rsk_spinlock *l, int cpu)
 {
@@ -116,8 +131,6 @@ RSK_PERCPU_INLINE int rsk_spinlock_unlock(struct rsk_spinlock *l, int cpu)
 	if (RSK_PERCPU_UNLIKELY(l == NULL || (unsigned)cpu >= (unsigned)l->nr))
 		return -EINVAL;
 	p = RSK_PERCPU_PART_(l, (unsigned)cpu);
-	if (RSK_PERCPU_UNLIKELY(__atomic_load_n(&p->locked, __ATOMIC_RELAXED) != 1))
-		return -EINVAL;
 	__atomic_store_n(&p->locked, 0, __ATOMIC_RELEASE);
 	return 0;
 }

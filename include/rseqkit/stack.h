@@ -77,46 +77,43 @@ int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op, struct rsk_stack
 RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_push_(struct rsk_stack *s,
 						   struct rsk_stack_node *node, int *idx, ptrdiff_t off)
 {
-	uint32_t ioff = s->index_offset_, i;
-	rsk_arch_area_t area;
-	int ready = rsk_percpu_enter_(off, ioff, s->fast_nr_, &area, &i);
-	intptr_t head;
+	uintptr_t pos;
 
-	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_TRY_NO_INDEX;
-	*idx = (int)i;
 	RSK_INJECT_C(7);
-	head = __atomic_load_n(&RSK_PERCPU_PART_(s, i)->head, __ATOMIC_RELAXED);
-	/* Written before the commit, which publishes it. */
-	node->next = (struct rsk_stack_node *)head;
 	RSK_INJECT_C(8);
-	return RSK_PERCPU_OP_(cmpstore_release, ioff, area, i, &RSK_PERCPU_PART_(s, i)->gate,
-			      &RSK_PERCPU_PART_(s, i)->head, head, (intptr_t)node);
+	/* node->next = the head, speculatively; the commit publishes it. */
+	RSK_PERCPU_PUSH_(s, struct rsk_stack, off, pos, head, node, offsetof(struct rsk_stack_node, next));
+	*idx = rsk_percpu_pos_index_(pos);
+	return RSK_TRY_DONE;
+noindex:
+	return RSK_TRY_NO_INDEX;
+aborted:
+	return RSK_TRY_ABORTED;
+stopped:
+	return RSK_TRY_STOPPED;
 }
 
 RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_(struct rsk_stack *s,
 						  struct rsk_stack_node **out, int *idx, ptrdiff_t off)
 {
-	uint32_t ioff = s->index_offset_, i;
-	rsk_arch_area_t area;
-	int ready = rsk_percpu_enter_(off, ioff, s->fast_nr_, &area, &i);
-	intptr_t node;
-	enum rsk_try r;
+	uintptr_t pos;
+	intptr_t head;
 
-	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_TRY_NO_INDEX;
-	*idx = (int)i;
 	RSK_INJECT_C(7);
 	RSK_INJECT_C(8);
-	r = RSK_PERCPU_OP_(pop, ioff, area, i, &RSK_PERCPU_PART_(s, i)->gate, &RSK_PERCPU_PART_(s, i)->head, 0,
-			   (intptr_t)offsetof(struct rsk_stack_node, next), &node);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE)) {
-		*out = (struct rsk_stack_node *)node;
-	} else if (r == RSK_TRY_CHANGED) { /* the head was 0 */
-		*out = NULL;
-		return RSK_TRY_EMPTY;
-	}
-	return r;
+	RSK_PERCPU_POP_(s, struct rsk_stack, off, pos, head, head, offsetof(struct rsk_stack_node, next));
+	*idx = rsk_percpu_pos_index_(pos);
+	*out = (struct rsk_stack_node *)head;
+	return RSK_TRY_DONE;
+cmpfail: /* the head was 0 */
+	*out = NULL;
+	return RSK_TRY_EMPTY;
+noindex:
+	return RSK_TRY_NO_INDEX;
+aborted:
+	return RSK_TRY_ABORTED;
+stopped:
+	return RSK_TRY_STOPPED;
 }
 
 RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_all_(struct rsk_stack *s,
@@ -142,8 +139,12 @@ RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_all_(struct rsk_stack *s,
 	 * commit is the one taken (its links are read later). */
 	r = RSK_PERCPU_OP_(cmpstore, ioff, area, i, &RSK_PERCPU_PART_(s, i)->gate, &RSK_PERCPU_PART_(s, i)->head,
 			   head, 0);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
+	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE)) {
+		/* The caller reads the list only after the commit took it
+		 * (the section names no memory but the head). */
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		*out = (struct rsk_stack_node *)head;
+	}
 	return r;
 }
 
@@ -155,15 +156,21 @@ RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_all_(struct rsk_stack *s,
 RSK_PERCPU_INLINE int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *node)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	enum rsk_try r;
-	int idx;
+	uintptr_t pos;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || node == NULL))
 		return -EINVAL;
-	r = rsk_stack_try_push_(s, node, &idx, off);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
-		return idx;
-	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, r);
+	/* rsk_stack_try_push_()'s section; each exit calls the slow path. */
+	RSK_INJECT_C(7);
+	RSK_INJECT_C(8);
+	RSK_PERCPU_PUSH_(s, struct rsk_stack, off, pos, head, node, offsetof(struct rsk_stack_node, next));
+	return rsk_percpu_pos_index_(pos);
+noindex:
+	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_TRY_NO_INDEX);
+aborted:
+	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_TRY_ABORTED);
+stopped:
+	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_TRY_STOPPED);
 }
 
 /*
@@ -176,24 +183,37 @@ RSK_PERCPU_INLINE int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node *
 {
 	ptrdiff_t off = rsk_area_offset_();
 	enum rsk_try r;
-	int idx;
+	uintptr_t pos;
+	intptr_t head;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
 		return -EINVAL;
-	r = rsk_stack_try_pop_(s, out, &idx, off);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
-		return idx;
-	if (r == RSK_TRY_EMPTY)
-		return -ENOENT;
-	{
-		/* Through a local: out's target stays out of memory on the
-		 * fast path (its address does not escape to the call). */
-		struct rsk_stack_node *got;
-		int ret = rsk_stack_slow_(s, RSK_STACK_POP_, NULL, &got, r);
+	/* rsk_stack_try_pop_()'s section; each exit calls the slow path. */
+	RSK_INJECT_C(7);
+	RSK_INJECT_C(8);
+	RSK_PERCPU_POP_(s, struct rsk_stack, off, pos, head, head, offsetof(struct rsk_stack_node, next));
+	*out = (struct rsk_stack_node *)head;
+	return rsk_percpu_pos_index_(pos);
+cmpfail: /* the head was 0 */
+	*out = NULL;
+	return -ENOENT;
+noindex:
+	r = RSK_TRY_NO_INDEX;
+	goto slow;
+aborted:
+	r = RSK_TRY_ABORTED;
+	goto slow;
+stopped:
+	r = RSK_TRY_STOPPED;
+slow: {
+	/* Through a local: out's target stays out of memory on the fast
+	 * path (its address does not escape to the call). */
+	struct rsk_stack_node *got;
+	int ret = rsk_stack_slow_(s, RSK_STACK_POP_, NULL, &got, r);
 
-		*out = got;
-		return ret;
-	}
+	*out = got;
+	return ret;
+}
 }
 
 /*

@@ -387,5 +387,113 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 						     nwords, newv RSK_GATE_ARG); \
 	}
 
+/*
+ * Part operations (optional in the contract: RSK_ARCH_HAS_PART_OPS).  For
+ * a structure whose parts are 128-byte slots at `base`, the section itself
+ * reads the index after arming - a read inside the section needs no
+ * re-check: the kernel restarts the section if the thread moves - bounds
+ * it by *nr (leaving through `noindex` when it is not below), and works on
+ * the slot's words at base + DISP + (index << 7), the gate at GDISP.  On
+ * commit, pos holds index << 7.  These are statements, not functions: the
+ * displacements must be constants in the instruction, and the exits are
+ * the caller's labels, by name: noindex, cmpfail (CAS, POP), aborted,
+ * stopped.
+ *
+ *   RSK_ARCH_PART_ADD:    *(slot + VDISP) += count
+ *   RSK_ARCH_PART_CAS:    if (*(slot + VDISP) == expect) *(slot + VDISP) = newv
+ *                         (else leave through `cmpfail`)
+ *   RSK_ARCH_PART_PUSH:   node->next = *(slot + VDISP); *(slot + VDISP) = node,
+ *                         with release ordering (next at byte NEXT of node)
+ *   RSK_ARCH_PART_POP:    head = *(slot + VDISP); if 0 leave through `cmpfail`;
+ *                         *(slot + VDISP) = *(head + NEXT)
+ */
+#ifndef RSEQKIT_ANALYZER /* see percpu.h: the analyser gets a C model */
+#define RSK_ARCH_HAS_PART_OPS 1
+#endif
+
+#define RSK_X64_PART_ENTER                                            \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                     \
+	".quad 1f, %l[noindex], 1f, %l[stopped]\n\t"                     \
+	".popsection\n\t" RSK_X64_DESCRIBE RSK_X64_ARM "1:\n\t" RSK_INJECT_ASM(1) \
+	"movl %%fs:(%[area], %[ioff]), %k[pos]\n\t"                             \
+	"cmpl %[nr], %k[pos]\n\t"                                              \
+	"jae %l[noindex]\n\t"                                             \
+	"shlq $7, %[pos]\n\t" RSK_INJECT_ASM(2)                                \
+	"cmpq $0, %c[gdisp](%[base], %[pos])\n\t"                              \
+	"jnz %l[stopped]\n\t"
+#define RSK_X64_PART_IN(area_, ioff_, nr_, base_, vdisp_, gdisp_)                    \
+	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [nr] "m"(*(nr_)),      \
+		[base] "r"(base_), [vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
+
+#define RSK_ARCH_PART_ADD(area_, ioff_, nr_, base_, pos_, vdisp_, gdisp_, count_)       \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_PART_ENTER                           \
+			"addq %[count], %c[vdisp](%[base], %[pos])\n"          \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_X64_INJECT_OUT \
+			: RSK_X64_PART_IN(area_, ioff_, nr_, base_, vdisp_, gdisp_), \
+			  [count] "re"(count_)RSK_X64_INJECT_IN                 \
+			: "cc"                                                 \
+			: noindex, aborted, stopped);                       \
+	} while (0)
+
+#define RSK_ARCH_PART_CAS(area_, ioff_, nr_, base_, pos_, vdisp_, gdisp_, expect_, newv_)              \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_EXIT("cmpfail") RSK_X64_PART_ENTER   \
+			"cmpq %[expect], %c[vdisp](%[base], %[pos])\n\t"       \
+			"jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)          \
+			"movq %[newv], %c[vdisp](%[base], %[pos])\n"           \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_X64_INJECT_OUT \
+			: RSK_X64_PART_IN(area_, ioff_, nr_, base_, vdisp_, gdisp_), \
+			  [expect] "re"(expect_), [newv] "re"(newv_)RSK_X64_INJECT_IN \
+			: "cc"                                                 \
+			: noindex, cmpfail, aborted, stopped);             \
+	} while (0)
+
+#define RSK_ARCH_PART_PUSH(area_, ioff_, nr_, base_, pos_, vdisp_, gdisp_, node_, next_)                       \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		RSK_X64_BARRIER(); /* release: what the node_ holds first */    \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_PART_ENTER                           \
+			"movq %c[vdisp](%[base], %[pos]), %[tmp]\n\t"          \
+			"movq %[tmp], %c[next](%[node])\n\t" RSK_INJECT_ASM(3) \
+			"movq %[node], %c[vdisp](%[base], %[pos])\n"           \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_X64_INJECT_OUT \
+			: RSK_X64_PART_IN(area_, ioff_, nr_, base_, vdisp_, gdisp_), \
+			  [node] "r"(node_), [next] "i"(next_)RSK_X64_INJECT_IN  \
+			: "memory", "cc"                                       \
+			: noindex, aborted, stopped);                       \
+	} while (0)
+
+#define RSK_ARCH_PART_POP(area_, ioff_, nr_, base_, pos_, vdisp_, gdisp_, head_, next_)              \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_EXIT("cmpfail") RSK_X64_PART_ENTER   \
+			"movq %c[vdisp](%[base], %[pos]), %[head]\n\t"         \
+			"testq %[head], %[head]\n\t"                           \
+			"jz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)           \
+			"movq %c[next](%[head]), %[tmp]\n\t"                   \
+			"movq %[tmp], %c[vdisp](%[base], %[pos])\n"            \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_),                  \
+			  [head] "=&r"(head_)RSK_X64_INJECT_OUT                 \
+			: RSK_X64_PART_IN(area_, ioff_, nr_, base_, vdisp_, gdisp_), \
+			  [next] "i"(next_)RSK_X64_INJECT_IN                    \
+			: "memory", "cc"                                       \
+			: noindex, cmpfail, aborted, stopped);             \
+	} while (0)
+
 /* No cpu/cid variants: <rseqkit/arch.h> derives them from the `_at` form. */
 #define RSK_ARCH_DEFINE_OPS(X, OFF)
