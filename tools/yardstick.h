@@ -75,6 +75,15 @@ struct ys_node {
 	intptr_t id;
 };
 
+/* Arming: rseq_cs = the descriptor.  -DYS_NEGATIVE_CONTROL leaves it
+ * out (the kernel then never restarts a section): the negative control
+ * that shows the bench's checks catch a broken section. */
+#ifdef YS_NEGATIVE_CONTROL
+#define YS_ARM_STORE ""
+#else
+#define YS_ARM_STORE "movq %[t], %%fs:8(%[off])\n"
+#endif
+
 /* The descriptor, its pointer, arming; label 1 starts the section. */
 #define YS_BEGIN                                                               \
 	".pushsection __rseq_cs, \"aw\"\n\t"                                   \
@@ -88,7 +97,7 @@ struct ys_node {
 	".popsection\n"                                                        \
 	"0:\n\t"                                                               \
 	"leaq 3b(%%rip), %[t]\n\t"                                             \
-	"movq %[t], %%fs:8(%[off])\n"                                          \
+	YS_ARM_STORE                                                           \
 	"1:\n\t"
 
 /* Right after the commit store: the end label and the abort handler. */
