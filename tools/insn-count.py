@@ -262,7 +262,7 @@ def report(loops, funcs, label, verbose):
         if c["nops"]:
             notes.append("+%d nop" % c["nops"])
         if c["taken"]:
-            notes.append("%d forward branch(es) taken" % c["taken"])
+            notes.append("%d branch(es) taken off the fall-through" % c["taken"])
         if c["calls"]:
             notes.append("%d call(s) on the hot path!" % c["calls"])
         print("  %-28s %-12s %-4s %8x %6d %4d %8.2f %s" %
