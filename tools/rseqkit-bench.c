@@ -3930,6 +3930,12 @@ static void print_table(const char *op, struct row *rows, int nrows)
 		       r->pinned ? "pinned" : "unpinned", r->im->name, r->ns_per_op, r->spread_pct,
 		       r->mops, xtl, xalt);
 	}
+	for (int i = 0; i < nrows; i++)
+		if (!strcmp(rows[i].im->op, op) && (rows[i].im->flags & IMPL_HAND)) {
+			printf("  (hand-written: the limit - this operation written on the ABI for "
+			       "this structure alone; see \"yardstick\" below)\n");
+			break;
+		}
 }
 
 static int write_csv(const char *path, struct row *rows, int nrows)

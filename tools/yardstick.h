@@ -50,6 +50,12 @@
 #include <stdint.h>
 #include <sys/auxv.h>
 
+/* A list node of the hand-written and thread-local stack rows. */
+struct ys_node {
+	struct ys_node *next; /* at +0: the pop reads it there */
+	intptr_t id;
+};
+
 #if defined(__x86_64__) && defined(__linux__)
 #define YS_HAVE_HAND 1
 
@@ -69,11 +75,6 @@ extern const unsigned int __rseq_size __attribute__((weak));
 #define YS_C64_CAP 255
 #define YS_STR_(x) #x
 #define YS_STR(x) YS_STR_(x)
-
-struct ys_node {
-	struct ys_node *next; /* at +0: the pop reads it there */
-	intptr_t id;
-};
 
 /* Arming: rseq_cs = the descriptor.  -DYS_NEGATIVE_CONTROL leaves it
  * out (the kernel then never restarts a section): the negative control
