@@ -3,7 +3,7 @@
 """insn-count - instructions on the hot path of each fast-path loop.
 
 usage: insn-count.py --src tools/insn-loops.c [--objdump OBJDUMP]
-                     [--label TEXT] [--check-targets] BINARY
+                     [--label TEXT] [--check-targets] [-v] BINARY
        insn-count.py --self-test
 
 The loops are listed in the source by lines "//@insn path=P impl=I mode=M
@@ -16,10 +16,19 @@ from `objdump -d --no-show-raw-insn BINARY` and walked from its entry:
     the path: that is a loop's back edge, and it is taken unless falling
     through leads round an enclosing loop instead (so an inner loop on the
     hot path is walked once, inside the loop that contains it);
-  - an unconditional jump is followed; a call is counted and stepped over;
+  - an unconditional jump is followed;
+  - a call is a slow path: a way that reaches a call, returns, or leaves
+    the function (tail call, .cold part) is given up for the other side of
+    the last conditional branch (such branches are reported as "taken off
+    the fall-through"); only if every way round the loop calls is a call
+    counted and stepped over (reported as "call(s) on the hot path!");
   - the walk ends when it comes back to an instruction it has been to:
     that instruction is the loop head, and the instructions from it to
     the back edge are one round of the loop.
+
+The hot path is what the layout says: where the compiler was not told
+which way a branch goes (a run-time mode dispatch), the walk may take the
+rarer side; -v prints each round so a reader can see which way it went.
 
 Counted: every instruction of that round except padding (nop, nopw, nopl,
 xchg %ax,%ax); reported per operation (the round over ops=).  Nothing is
@@ -31,7 +40,6 @@ Exit status: 0 every loop found and counted; 1 a loop could not be found
 closes a loop, an indirect jump): the error says which, nothing prints 0;
 2 bad usage; 3 (--check-targets only) a target is not met.
 """
-import os
 import re
 import subprocess
 import sys
