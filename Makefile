@@ -3,6 +3,7 @@
 #   make                 library, tools            (build/lib, build/bin)
 #   make check           every test (TAP, prove)
 #   make bench           the benchmark
+#   make insn-count      hot-path instructions of each fast path
 #   make install PREFIX=/usr/local [DESTDIR=...]
 #   make CC=clang, make CC="gcc -m32"  (i386, with gcc-multilib)
 #
@@ -161,6 +162,19 @@ check-cross:
 
 bench: all
 	$(BUILD)/bin/rseqkit-bench $(BENCH_ARGS)
+
+# Instructions on the hot path of each fast path's loop (tools/insn-loops.c,
+# built as users build: installed-style headers, -Iinclude -O2), beside the
+# hand-written twins (tools/yardstick.h): see doc/BENCHMARKS.md.  CC=clang too;
+# INSN_ARGS=-v prints each loop round, INSN_ARGS=--check-targets fails on a miss.
+INSN_LOOPS := $(BUILD)/insn/insn-loops
+.PHONY: insn-count
+$(INSN_LOOPS): tools/insn-loops.c tools/yardstick.h $(STATIC) $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -pthread -o $@ $< $(STATIC) $(LDLIBS)
+insn-count: $(INSN_LOOPS)
+	$(INSN_LOOPS)
+	python3 tools/insn-count.py $(INSN_ARGS) --src tools/insn-loops.c --label "$$($(CC) --version | head -n 1), -O2" $(INSN_LOOPS)
 
 PC_FILE := $(BUILD)/rseqkit.pc
 # Rewritten at every install: it records PREFIX, which may differ each time.

@@ -30,7 +30,7 @@ listed=$?
 pairs=$(printf '%s\n' $core | cat - "$tmp/list" | sort -u)
 npairs=$(printf '%s\n' "$pairs" | wc -l)
 
-echo "1..$((npairs + 18))"
+echo "1..$((npairs + 19))"
 ok $listed "--list works"
 
 "$BENCH" --quick --outdir "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
@@ -168,6 +168,15 @@ ok $? "fence latencies printed"
 
 grep -q "counter-add" "$tmp/stdout"
 ok $? "terminal table printed"
+
+# The yardstick summary: every pair with a ratio and its target, or n/a
+# with a reason (hand-written rows exist on x86-64 only).
+awk '/^yardstick: rseqkit \/ hand-written/ { on = 1; next }
+	on && /^  (counter-add4|spinlock|stack|ptrbuf|copybuf16|copybuf64|mm-cid-read|cpu-read) / {
+		n++; if ($0 ~ /target <= [0-9.]+x: [0-9.]+x (met|not met)/ || $0 ~ /n\/a: /) good++ }
+	on && /^$/ { on = 0 }
+	END { exit !(n == 14 && good == n) }' "$tmp/stdout"
+ok $? "yardstick summary printed: 14 rseqkit / hand-written pairs, each with its target or n/a"
 
 "$BENCH" --no-such-option >/dev/null 2>&1
 [ $? -eq 2 ]

@@ -2583,6 +2583,804 @@ static int pool_memory_run(int threads, unsigned ms)
 #endif
 
 /* ------------------------------------------------------------------ */
+/* The yardstick (issue 13): hand-written rows and thread-local twins.
+ *
+ * "hand-written" rows are the limit: the same operation written directly
+ * on the kernel ABI for that one structure (tools/yardstick.h: x86-64
+ * asm, fields addressed off %fs, one index mode per row - "-cid" rows
+ * index by mm_cid - no gate, no bound check), on the same kind of parts
+ * (128-byte aligned, the word at +0; buffers: count at +0, slots from
+ * +16).  They keep the rows' checks (sums exact, every item found once)
+ * at every thread count.  "rseqkit-cid" rows are the library's structure
+ * created in RSK_INDEX_CID mode.  "thread-local" rows do the same work on
+ * the thread's own data (a TLS list, buffer, lock word, 4 counters): the
+ * physical limit.  counter-add4 adds 1 to 4 independent counters in turn
+ * (ns per add): a one-counter loop is bound by the store-to-load chain of
+ * its one slot and hides the per-op cost.  The summary after the tables
+ * sets each rseqkit row beside its hand-written twin.
+ */
+#include "yardstick.h"
+
+#define IMPL_HAND 32u /* needs glibc's rseq registration (tools/yardstick.h) */
+#define YS_TL_CAP 255 /* thread-local buffers: items */
+
+/* The hand-written rows run where glibc registered rseq. */
+static bool ys_rows_available(void)
+{
+#ifdef YS_HAVE_HAND
+	return ys_available();
+#else
+	return false;
+#endif
+}
+
+#ifdef YS_HAVE_HAND
+static int ys_cid_ok; /* mm_cid written by the kernel (else -cid rows index by cpu_id) */
+
+static void ys_thread_init(void *sh, struct thr *t)
+{
+	(void)sh;
+	if (!ys_thread_ok())
+		t->aux = -ENOSYS; /* the check reports it; nothing is run */
+}
+
+static int ys_aux_check(struct thr *t, int n, char *err, size_t len)
+{
+	for (int i = 0; i < n; i++)
+		if (t[i].aux < 0) {
+			snprintf(err, len, "thread %d: cannot run a section: %s", i,
+				 strerror((int)-t[i].aux));
+			return -1;
+		}
+	return 0;
+}
+#endif
+
+static void *ys_alloc(size_t bytes)
+{
+	void *p = aligned_alloc(CACHE_LINE, (bytes + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE);
+
+	if (!p) {
+		perror("rseqkit-bench: malloc");
+		exit(1);
+	}
+	memset(p, 0, bytes);
+	return p;
+}
+
+/* n operations spread over 4 independent counters, in turn. */
+#define YS_BY4(n, OP)                                                          \
+	do {                                                                   \
+		unsigned i_ = 0;                                               \
+		for (; i_ + 4 <= (n); i_ += 4) {                               \
+			OP(0);                                                 \
+			OP(1);                                                 \
+			OP(2);                                                 \
+			OP(3);                                                 \
+		}                                                              \
+		for (; i_ < (n); i_++)                                         \
+			OP(0);                                                 \
+	} while (0)
+
+/* ---- counter-add4 ---- */
+
+struct ys_c4 {
+	char *parts; /* 4 counters x ncpus_possible parts of 128 bytes */
+	size_t span; /* bytes of one counter's parts */
+#ifdef BENCH_HAVE_RSK_COUNTER
+	struct rsk_counter *rc[4];
+#endif
+};
+
+static void *ys_c4_setup(int nthreads)
+{
+	struct ys_c4 *s = ys_alloc(sizeof(*s));
+
+	(void)nthreads;
+	s->span = (size_t)ncpus_possible * CACHE_LINE;
+	s->parts = ys_alloc(4 * s->span);
+#ifdef YS_HAVE_HAND
+	ys_cid_ok = ys_cid_available();
+#endif
+	return s;
+}
+
+static void ys_c4_teardown(void *sh)
+{
+	struct ys_c4 *s = sh;
+
+#ifdef BENCH_HAVE_RSK_COUNTER
+	for (int k = 0; k < 4; k++)
+		if (s->rc[k])
+			rsk_counter_destroy(s->rc[k]);
+#endif
+	free(s->parts);
+	free(s);
+}
+
+#ifdef BENCH_HAVE_RSK_COUNTER
+static void *ys_c4_setup_rsk(int nthreads, enum rsk_index_mode mode)
+{
+	struct ys_c4 *s = ys_c4_setup(nthreads);
+
+	for (int k = 0; k < 4; k++)
+		die_on(rsk_counter_create(&s->rc[k], mode), "rsk_counter_create");
+	return s;
+}
+static void *ys_c4_setup_rsk_cpu(int nthreads)
+{
+	return ys_c4_setup_rsk(nthreads, RSK_INDEX_CPU);
+}
+static void *ys_c4_setup_rsk_cid(int nthreads)
+{
+	return ys_c4_setup_rsk(nthreads, RSK_INDEX_CID);
+}
+
+static __attribute__((noinline)) void ys_c4_rsk(void *sh, struct thr *t, unsigned n)
+{
+	struct ys_c4 *s = sh;
+	struct rsk_counter *c0 = s->rc[0], *c1 = s->rc[1], *c2 = s->rc[2], *c3 = s->rc[3];
+
+	(void)t;
+	(void)c1, (void)c2, (void)c3;
+#define YS_RSK_ADD(k) rsk_counter_add(c##k, 1)
+	YS_BY4(n, YS_RSK_ADD);
+}
+
+static int ys_c4_check_rsk(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct ys_c4 *s = sh;
+	uintptr_t total = 0;
+
+	for (int k = 0; k < 4; k++) {
+		intptr_t sum = 0;
+		rsk_counter_sum(s->rc[k], &sum);
+		total += (uintptr_t)sum;
+	}
+	return counter_expect((intptr_t)total, t, n, err, len);
+}
+#endif
+
+#ifdef YS_HAVE_HAND
+#define YS_C4_FN(MODE, OTHER)                                                  \
+	static __attribute__((noinline)) void ys_c4_hand_##MODE(void *sh, struct thr *t, \
+								 unsigned n)   \
+	{                                                                      \
+		struct ys_c4 *s = sh;                                          \
+		ptrdiff_t off = ys_offset();                                   \
+		char *p0 = s->parts, *p1 = p0 + s->span, *p2 = p1 + s->span,   \
+		     *p3 = p2 + s->span;                                       \
+		if (t->aux < 0)                                                \
+			return;                                                \
+		OTHER;                                                         \
+		(void)p1, (void)p2, (void)p3;                                  \
+		YS_BY4(n, YS_HAND_ADD_##MODE);                                 \
+	}
+#define YS_HAND_ADD_cpu(k) ys_add_cpu(off, p##k, 1)
+#define YS_HAND_ADD_cid(k) ys_add_cid(off, p##k, 1)
+YS_C4_FN(cpu, (void)0)
+YS_C4_FN(cid, if (!ys_cid_ok) {
+	ys_c4_hand_cpu(sh, t, n);
+	return;
+})
+
+static int ys_c4_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct ys_c4 *s = sh;
+	uintptr_t total = 0;
+
+	if (ys_aux_check(t, n, err, len))
+		return -1;
+	for (size_t o = 0; o < 4 * s->span; o += CACHE_LINE)
+		total += *(uintptr_t *)(void *)(s->parts + o);
+	return counter_expect((intptr_t)total, t, n, err, len);
+}
+#endif
+
+static __thread intptr_t ys_tl_c4[4];
+
+static __attribute__((noinline)) void ys_c4_tl(void *sh, struct thr *t, unsigned n)
+{
+	(void)sh;
+	(void)t;
+	/* One add to memory per operation, as counter-add's thread-local row. */
+#define YS_TL_ADD(k)                                                           \
+	do {                                                                   \
+		ys_tl_c4[k]++;                                                 \
+		__asm__ __volatile__("" ::: "memory");                         \
+	} while (0)
+	YS_BY4(n, YS_TL_ADD);
+}
+
+static void ys_c4_tl_fini(void *sh, struct thr *t)
+{
+	(void)sh;
+	t->acc = ys_tl_c4[0] + ys_tl_c4[1] + ys_tl_c4[2] + ys_tl_c4[3];
+}
+
+/* ---- spinlock ---- */
+
+struct ys_lock {
+	struct lock_state *ls; /* the guarded counters (ls->c.slots) */
+	char *locks;	       /* ncpus_possible lock words, 128 bytes apart */
+};
+
+static void *ys_lock_setup(int nthreads)
+{
+	struct ys_lock *s = ys_alloc(sizeof(*s));
+
+	s->ls = lock_setup(nthreads);
+	s->locks = ys_alloc((size_t)ncpus_possible * CACHE_LINE);
+#ifdef YS_HAVE_HAND
+	ys_cid_ok = ys_cid_available();
+#endif
+	return s;
+}
+
+static void ys_lock_teardown(void *sh)
+{
+	struct ys_lock *s = sh;
+
+	lock_teardown(s->ls);
+	free(s->locks);
+	free(s);
+}
+
+#ifdef BENCH_HAVE_RSK_SPINLOCK
+static void *ys_rlock_setup_cid(int nthreads)
+{
+	struct lock_state *s = lock_setup(nthreads);
+
+	rsk_spinlock_destroy(s->rl);
+	die_on(rsk_spinlock_create(&s->rl, RSK_INDEX_CID), "rsk_spinlock_create");
+	return s;
+}
+#endif
+
+#ifdef YS_HAVE_HAND
+#define YS_LOCK_FN(MODE, OTHER)                                                \
+	static __attribute__((noinline)) void ys_lock_hand_##MODE(void *sh, struct thr *t, \
+								   unsigned n) \
+	{                                                                      \
+		struct ys_lock *s = sh;                                        \
+		ptrdiff_t off = ys_offset();                                   \
+		char *locks = s->locks, *slots = (char *)s->ls->c.slots;       \
+		if (t->aux < 0)                                                \
+			return;                                                \
+		OTHER;                                                         \
+		for (unsigned i = 0; i < n; i++) {                             \
+			uintptr_t o = ys_lock_##MODE(off, locks);              \
+			(*(intptr_t *)(void *)(slots + o))++;                  \
+			ys_unlock(locks, o);                                   \
+		}                                                              \
+	}
+YS_LOCK_FN(cpu, (void)0)
+YS_LOCK_FN(cid, if (!ys_cid_ok) {
+	ys_lock_hand_cpu(sh, t, n);
+	return;
+})
+
+static int ys_lock_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct ys_lock *s = sh;
+
+	if (ys_aux_check(t, n, err, len))
+		return -1;
+	for (int c = 0; c < ncpus_possible; c++)
+		if (*(intptr_t *)(void *)(s->locks + (size_t)c * CACHE_LINE) != 0) {
+			snprintf(err, len, "lock %d still held after the run", c);
+			return -1;
+		}
+	return counter_check_slots(&s->ls->c, t, n, err, len);
+}
+#endif
+
+/* The thread-local twin: a lock word only this thread takes. */
+static __thread intptr_t ys_tl_lock, ys_tl_locked;
+
+static __attribute__((noinline)) void ys_lock_tl(void *sh, struct thr *t, unsigned n)
+{
+	(void)sh;
+	for (unsigned i = 0; i < n; i++) {
+		if (__builtin_expect(__atomic_load_n(&ys_tl_lock, __ATOMIC_RELAXED) != 0, 0)) {
+			t->aux = -EDEADLK;
+			return;
+		}
+		__atomic_store_n(&ys_tl_lock, 1, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_ACQUIRE);
+		ys_tl_locked++;
+		__atomic_store_n(&ys_tl_lock, 0, __ATOMIC_RELEASE);
+		__asm__ __volatile__("" ::: "memory");
+	}
+}
+
+static void ys_lock_tl_fini(void *sh, struct thr *t)
+{
+	(void)sh;
+	t->acc = ys_tl_locked;
+}
+
+static int ys_lock_check_tl(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	for (int i = 0; i < n; i++)
+		if (t[i].aux < 0) {
+			snprintf(err, len, "thread %d: its own lock was found held", i);
+			return -1;
+		}
+	return counter_check_tl(sh, t, n, err, len);
+}
+
+/* ---- stack, ptrbuf, copybuf16, copybuf64 ---- */
+
+struct ys_xfer {
+	struct xfer_state *x; /* hands, ids, the seen map */
+	char *parts;	      /* hand-written: ncpus_possible parts */
+	size_t part_bytes;
+	struct ys_node *nodes; /* one per id */
+	int nthreads;
+	/* thread-local rows: what each thread held at the end */
+	struct ys_node **tl_head;
+	intptr_t *tl_items; /* nthreads x YS_TL_CAP x words */
+	int *tl_count;
+};
+
+static struct ys_xfer *ys_xfer_setup(int nthreads, size_t words, int shift)
+{
+	struct ys_xfer *s = ys_alloc(sizeof(*s));
+
+	s->x = xfer_setup(nthreads, words);
+	s->part_bytes = (size_t)1 << shift;
+	s->parts = ys_alloc((size_t)ncpus_possible << shift);
+	s->nodes = ys_alloc(sizeof(*s->nodes) * (size_t)s->x->nids);
+	for (int i = 0; i < s->x->nids; i++)
+		s->nodes[i].id = i;
+	s->nthreads = nthreads;
+	s->tl_head = ys_alloc(sizeof(*s->tl_head) * (size_t)nthreads);
+	s->tl_items = ys_alloc(sizeof(intptr_t) * (size_t)nthreads * YS_TL_CAP * words);
+	s->tl_count = ys_alloc(sizeof(int) * (size_t)nthreads);
+#ifdef YS_HAVE_HAND
+	ys_cid_ok = ys_cid_available();
+#endif
+	return s;
+}
+
+static void *ys_stack_setup(int nthreads)
+{
+	return ys_xfer_setup(nthreads, 1, 7);
+}
+static void *ys_ptr_setup(int nthreads)
+{
+#ifdef YS_HAVE_HAND
+	return ys_xfer_setup(nthreads, 1, YS_PTR_SHIFT);
+#else
+	return ys_xfer_setup(nthreads, 1, 7);
+#endif
+}
+static void *ys_copy2_setup(int nthreads)
+{
+#ifdef YS_HAVE_HAND
+	return ys_xfer_setup(nthreads, 2, YS_C16_SHIFT);
+#else
+	return ys_xfer_setup(nthreads, 2, 7);
+#endif
+}
+static void *ys_copy8_setup(int nthreads)
+{
+#ifdef YS_HAVE_HAND
+	return ys_xfer_setup(nthreads, 8, YS_C64_SHIFT);
+#else
+	return ys_xfer_setup(nthreads, 8, 7);
+#endif
+}
+
+static void ys_xfer_teardown(void *sh)
+{
+	struct ys_xfer *s = sh;
+
+	xfer_teardown(s->x);
+	free(s->parts);
+	free(s->nodes);
+	free(s->tl_head);
+	free(s->tl_items);
+	free(s->tl_count);
+	free(s);
+}
+
+/* An id from a node pointer found in a structure; -1 if it is none. */
+static intptr_t ys_node_id(struct ys_xfer *s, const void *p)
+{
+	const struct ys_node *nd = p;
+
+	if (nd < s->nodes || nd >= s->nodes + s->x->nids)
+		return -1;
+	return nd->id;
+}
+
+/* The library's structures in RSK_INDEX_CID mode (fns and checks: the
+ * rseqkit rows'). */
+#ifdef BENCH_HAVE_RSK_STACK
+static void *ys_rstack_setup_cid(int nthreads)
+{
+	struct xfer_state *s = xfer_setup(nthreads, 1);
+	die_on(rsk_stack_create(&s->rs, RSK_INDEX_CID), "rsk_stack_create");
+	return s;
+}
+#endif
+#ifdef BENCH_HAVE_RSK_PTRBUF
+static void *ys_rptr_setup_cid(int nthreads)
+{
+	struct xfer_state *s = xfer_setup(nthreads, 1);
+	die_on(rsk_ptrbuf_create(&s->rp, RSK_INDEX_CID, s->nids, 0), "rsk_ptrbuf_create");
+	return s;
+}
+#endif
+#ifdef BENCH_HAVE_RSK_COPYBUF
+static void *ys_rcopy_setup_cid(int nthreads, size_t words)
+{
+	struct xfer_state *s = xfer_setup(nthreads, words);
+	die_on(rsk_copybuf_create(&s->rc, RSK_INDEX_CID, words * sizeof(intptr_t), s->nids, 0),
+	       "rsk_copybuf_create");
+	return s;
+}
+static void *ys_rcopy2_setup_cid(int nthreads)
+{
+	return ys_rcopy_setup_cid(nthreads, 2);
+}
+static void *ys_rcopy8_setup_cid(int nthreads)
+{
+	return ys_rcopy_setup_cid(nthreads, 8);
+}
+#endif
+
+#ifdef YS_HAVE_HAND
+/* Hand-written transfers, one function per structure and mode. */
+#define YS_XFER_FNS(MODE, OTHER)                                               \
+	static void ys_stack_hand_##MODE(void *sh, struct thr *t, unsigned n)  \
+	{                                                                      \
+		struct ys_xfer *s = sh;                                        \
+		ptrdiff_t off = ys_offset();                                   \
+		char *parts = s->parts;                                        \
+		struct ys_node *nodes = s->nodes;                              \
+		if (t->aux < 0)                                                \
+			return;                                                \
+		OTHER(ys_stack_hand);                                          \
+		XFER_LOOP(s->x, t, n, YSS_PUSH_##MODE, YSS_POP_##MODE);        \
+	}                                                                      \
+	static void ys_ptr_hand_##MODE(void *sh, struct thr *t, unsigned n)    \
+	{                                                                      \
+		struct ys_xfer *s = sh;                                        \
+		ptrdiff_t off = ys_offset();                                   \
+		char *parts = s->parts;                                        \
+		struct ys_node *nodes = s->nodes;                              \
+		if (t->aux < 0)                                                \
+			return;                                                \
+		OTHER(ys_ptr_hand);                                            \
+		XFER_LOOP(s->x, t, n, YSP_PUSH_##MODE, YSP_POP_##MODE);        \
+	}                                                                      \
+	YS_COPY_FN(MODE, OTHER, 2)                                             \
+	YS_COPY_FN(MODE, OTHER, 8)
+#define YS_COPY_FN(MODE, OTHER, W)                                             \
+	static void ys_copy##W##_hand_##MODE(void *sh, struct thr *t, unsigned n) \
+	{                                                                      \
+		struct ys_xfer *s = sh;                                        \
+		ptrdiff_t off = ys_offset();                                   \
+		char *parts = s->parts;                                        \
+		intptr_t v_[W];                                                \
+		int torn_ = 0;                                                 \
+		if (t->aux < 0)                                                \
+			return;                                                \
+		OTHER(ys_copy##W##_hand);                                      \
+		XFER_LOOP(s->x, t, n, YSC_PUSH##W##_##MODE, YSC_POP##W##_##MODE); \
+		if (torn_)                                                     \
+			__atomic_fetch_add(&s->x->torn, torn_, __ATOMIC_RELAXED); \
+	}
+#define YSS_PUSH(MODE, id) (ys_push_##MODE(off, parts, &nodes[id]), 0)
+#define YSS_POP(MODE, p) ({ struct ys_node *nd_ = ys_pop_##MODE(off, parts); \
+	if (nd_) { *(p) = nd_->id; } nd_ ? 0 : -1; })
+#define YSP_PUSH(MODE, id) ys_ppush_##MODE(off, parts, &nodes[id])
+#define YSP_POP(MODE, p) ({ void *o_; int r_ = ys_ppop_##MODE(off, parts, &o_); \
+	if (r_ == 0) { *(p) = ((struct ys_node *)o_)->id; } r_; })
+#define YSC_PUSH(MODE, W, id) ({ ITEM_FILL(v_, W, id); ys_cpush##W##_##MODE(off, parts, v_); })
+#define YSC_POP(MODE, W, p) ({ int r_ = ys_cpop##W##_##MODE(off, parts, v_); \
+	if (r_ == 0) { torn_ |= ITEM_TORN(v_, W); *(p) = v_[0]; } r_; })
+#define YSS_PUSH_cpu(id) YSS_PUSH(cpu, id)
+#define YSS_POP_cpu(p) YSS_POP(cpu, p)
+#define YSS_PUSH_cid(id) YSS_PUSH(cid, id)
+#define YSS_POP_cid(p) YSS_POP(cid, p)
+#define YSP_PUSH_cpu(id) YSP_PUSH(cpu, id)
+#define YSP_POP_cpu(p) YSP_POP(cpu, p)
+#define YSP_PUSH_cid(id) YSP_PUSH(cid, id)
+#define YSP_POP_cid(p) YSP_POP(cid, p)
+#define YSC_PUSH2_cpu(id) YSC_PUSH(cpu, 2, id)
+#define YSC_POP2_cpu(p) YSC_POP(cpu, 2, p)
+#define YSC_PUSH8_cpu(id) YSC_PUSH(cpu, 8, id)
+#define YSC_POP8_cpu(p) YSC_POP(cpu, 8, p)
+#define YSC_PUSH2_cid(id) YSC_PUSH(cid, 2, id)
+#define YSC_POP2_cid(p) YSC_POP(cid, 2, p)
+#define YSC_PUSH8_cid(id) YSC_PUSH(cid, 8, id)
+#define YSC_POP8_cid(p) YSC_POP(cid, 8, p)
+#define YS_NO_OTHER(fn) (void)0
+/* -cid rows where the kernel writes no mm_cid: the cpu_id row's code. */
+#define YS_CPU_IF_NO_CID(fn)                                                   \
+	do {                                                                   \
+		if (!ys_cid_ok) {                                              \
+			fn##_cpu(sh, t, n);                                    \
+			return;                                                \
+		}                                                              \
+	} while (0)
+YS_XFER_FNS(cpu, YS_NO_OTHER)
+YS_XFER_FNS(cid, YS_CPU_IF_NO_CID)
+
+/* What is left in the hand-written parts, then the common finish. */
+static int ys_stack_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct ys_xfer *s = sh;
+	int dup = 0;
+
+	if (ys_aux_check(t, n, err, len))
+		return -1;
+	for (int c = 0; c < ncpus_possible; c++) {
+		const struct ys_node *nd = *(struct ys_node **)(void *)(s->parts + c * s->part_bytes);
+		for (int steps = 0; nd; nd = nd->next) {
+			if (++steps > s->x->nids) {
+				dup = 1; /* a cycle */
+				break;
+			}
+			dup |= xfer_seen(s->x, ys_node_id(s, nd));
+		}
+	}
+	return xfer_finish(s->x, t, n, dup, err, len);
+}
+
+static int ys_buf_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct ys_xfer *s = sh;
+	size_t words = s->x->words;
+	intptr_t cap = (intptr_t)((s->part_bytes - 16) / (words * sizeof(intptr_t)));
+	int dup = 0;
+
+	if (ys_aux_check(t, n, err, len))
+		return -1;
+	if (words == 1)
+		cap = YS_PTR_CAP;
+	for (int c = 0; c < ncpus_possible; c++) {
+		intptr_t *p = (intptr_t *)(void *)(s->parts + c * s->part_bytes);
+		if (p[0] < 0 || p[0] > cap) {
+			snprintf(err, len, "part %d: count %jd outside [0, %jd]", c, (intmax_t)p[0],
+				 (intmax_t)cap);
+			return -1;
+		}
+		for (intptr_t k = 0; k < p[0]; k++) {
+			intptr_t *v = &p[2 + k * (intptr_t)words];
+			if (words == 1) {
+				dup |= xfer_seen(s->x, ys_node_id(s, (void *)v[0]));
+			} else {
+				s->x->torn += ITEM_TORN(v, words);
+				dup |= xfer_seen(s->x, v[0]);
+			}
+		}
+	}
+	return xfer_finish(s->x, t, n, dup, err, len);
+}
+#endif /* YS_HAVE_HAND */
+
+/* Thread-local twins: a TLS list, a TLS buffer of pointers or items.
+ * The compiler barrier after each operation keeps it one operation on
+ * memory, as the other thread-local rows. */
+static __thread struct ys_node *ys_tl_head;
+static __thread intptr_t ys_tl_buf[YS_TL_CAP * MAX_WORDS];
+static __thread int ys_tl_n;
+
+static void ys_stack_tl(void *sh, struct thr *t, unsigned n)
+{
+	struct ys_xfer *s = sh;
+	struct ys_node *nodes = s->nodes;
+#define YST_PUSH(id) ({ nodes[id].next = ys_tl_head; ys_tl_head = &nodes[id]; \
+	__asm__ __volatile__("" ::: "memory"); 0; })
+#define YST_POP(p) ({ struct ys_node *nd_ = ys_tl_head; \
+	if (nd_) { ys_tl_head = nd_->next; *(p) = nd_->id; } \
+	__asm__ __volatile__("" ::: "memory"); nd_ ? 0 : -1; })
+	XFER_LOOP(s->x, t, n, YST_PUSH, YST_POP);
+}
+
+static void ys_ptr_tl(void *sh, struct thr *t, unsigned n)
+{
+	struct ys_xfer *s = sh;
+	struct ys_node *nodes = s->nodes;
+#define YSTP_PUSH(id) ({ int r_ = -1; if (ys_tl_n < YS_TL_CAP) { \
+	ys_tl_buf[ys_tl_n++] = (intptr_t)&nodes[id]; r_ = 0; } \
+	__asm__ __volatile__("" ::: "memory"); r_; })
+#define YSTP_POP(p) ({ int r_ = -1; if (ys_tl_n > 0) { \
+	*(p) = ((struct ys_node *)ys_tl_buf[--ys_tl_n])->id; r_ = 0; } \
+	__asm__ __volatile__("" ::: "memory"); r_; })
+	XFER_LOOP(s->x, t, n, YSTP_PUSH, YSTP_POP);
+}
+
+#define YS_TL_COPY_FN(W)                                                       \
+	static void ys_copy##W##_tl(void *sh, struct thr *t, unsigned n)       \
+	{                                                                      \
+		struct ys_xfer *s = sh;                                        \
+		intptr_t v_[W];                                                \
+		int torn_ = 0;                                                 \
+		XFER_LOOP(s->x, t, n, YSTC_PUSH##W, YSTC_POP##W);              \
+		if (torn_)                                                     \
+			__atomic_fetch_add(&s->x->torn, torn_, __ATOMIC_RELAXED); \
+	}
+#define YSTC_PUSH(W, id) ({ int r_ = -1; ITEM_FILL(v_, W, id); if (ys_tl_n < YS_TL_CAP) { \
+	memcpy(&ys_tl_buf[ys_tl_n * (W)], v_, sizeof(v_)); ys_tl_n++; r_ = 0; } \
+	__asm__ __volatile__("" ::: "memory"); r_; })
+#define YSTC_POP(W, p) ({ int r_ = -1; if (ys_tl_n > 0) { \
+	ys_tl_n--; memcpy(v_, &ys_tl_buf[ys_tl_n * (W)], sizeof(v_)); \
+	torn_ |= ITEM_TORN(v_, W); *(p) = v_[0]; r_ = 0; } \
+	__asm__ __volatile__("" ::: "memory"); r_; })
+#define YSTC_PUSH2(id) YSTC_PUSH(2, id)
+#define YSTC_POP2(p) YSTC_POP(2, p)
+#define YSTC_PUSH8(id) YSTC_PUSH(8, id)
+#define YSTC_POP8(p) YSTC_POP(8, p)
+YS_TL_COPY_FN(2)
+YS_TL_COPY_FN(8)
+
+/* At the end of the window: what the thread holds, for the check. */
+static void ys_xfer_tl_fini(void *sh, struct thr *t)
+{
+	struct ys_xfer *s = sh;
+	size_t words = s->x->words;
+
+	s->tl_head[t->id] = ys_tl_head;
+	ys_tl_head = NULL;
+	s->tl_count[t->id] = ys_tl_n;
+	memcpy(&s->tl_items[(size_t)t->id * YS_TL_CAP * words], ys_tl_buf,
+	       sizeof(intptr_t) * words * (size_t)ys_tl_n);
+	ys_tl_n = 0;
+}
+
+static int ys_xfer_check_tl(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct ys_xfer *s = sh;
+	size_t words = s->x->words;
+	int dup = 0;
+
+	for (int i = 0; i < n; i++) {
+		int steps = 0;
+		for (const struct ys_node *nd = s->tl_head[i]; nd; nd = nd->next) {
+			if (++steps > s->x->nids) {
+				dup = 1; /* a cycle */
+				break;
+			}
+			dup |= xfer_seen(s->x, ys_node_id(s, nd));
+		}
+		intptr_t *items = &s->tl_items[(size_t)i * YS_TL_CAP * words];
+		for (int k = 0; k < s->tl_count[i]; k++) {
+			intptr_t *v = &items[(size_t)k * words];
+			if (words == 1) {
+				dup |= xfer_seen(s->x, ys_node_id(s, (void *)v[0]));
+			} else {
+				s->x->torn += ITEM_TORN(v, words);
+				dup |= xfer_seen(s->x, v[0]);
+			}
+		}
+	}
+	return xfer_finish(s->x, t, n, dup, err, len);
+}
+
+/* ---- cpu-read, mm-cid-read ---- */
+
+#ifdef YS_HAVE_HAND
+static void ys_cpu_init(void *sh, struct thr *t)
+{
+	cpu_read_init(sh, t);
+	if (!ys_thread_ok())
+		t->aux = -ENOSYS;
+}
+
+static void ys_cpu_hand(void *sh, struct thr *t, unsigned n)
+{
+	ptrdiff_t off = ys_offset();
+	int64_t acc = 0;
+
+	(void)sh;
+	if (t->aux < 0)
+		return;
+	for (unsigned i = 0; i < n; i++)
+		acc += ys_read_cpu(off);
+	t->acc += acc;
+}
+
+static int ys_cpu_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	return ys_aux_check(t, n, err, len) ? -1 : cpu_read_check(sh, t, n, err, len);
+}
+
+static void ys_cid_init(void *sh, struct thr *t)
+{
+	(void)sh;
+	ys_cid_ok = ys_cid_available();
+	if (!ys_thread_ok())
+		t->aux = -ENOSYS;
+}
+
+static void ys_cid_hand(void *sh, struct thr *t, unsigned n)
+{
+	ptrdiff_t off = ys_offset();
+	int64_t acc = 0;
+
+	(void)sh;
+	if (t->aux < 0)
+		return;
+	if (!ys_cid_ok) {
+		ys_cpu_hand(sh, t, n);
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		acc += ys_read_cid(off);
+	t->acc += acc;
+}
+#endif
+
+static void ys_cid_rsk(void *sh, struct thr *t, unsigned n)
+{
+	int64_t acc = 0;
+
+	(void)sh;
+	for (unsigned i = 0; i < n; i++)
+		acc += rsk_mm_cid();
+	t->acc += acc;
+}
+
+static __thread int ys_tl_cid;
+
+static void ys_cid_tl_init(void *sh, struct thr *t)
+{
+	(void)sh;
+	ys_tl_cid = rsk_mm_cid();
+	t->aux = ys_tl_cid < 0 ? 0 : ys_tl_cid;
+	ys_tl_cid = (int)t->aux;
+}
+
+static void ys_cid_tl(void *sh, struct thr *t, unsigned n)
+{
+	int64_t acc = 0;
+
+	(void)sh;
+	for (unsigned i = 0; i < n; i++)
+		acc += *(volatile int *)&ys_tl_cid;
+	t->acc += acc;
+}
+
+/* Every value read is an index below the possible CPUs: the sum is in
+ * [0, ops x (cpus - 1)]; the thread-local value exactly ops x it. */
+static int ys_cid_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	(void)sh;
+	for (int i = 0; i < n; i++) {
+		int64_t ops = (int64_t)t[i].ops_all;
+		if (t[i].aux < 0) {
+			snprintf(err, len, "thread %d: cannot run a section: %s", i,
+				 strerror((int)-t[i].aux));
+			return -1;
+		}
+		if (t[i].acc < 0 || t[i].acc > ops * (ncpus_possible - 1)) {
+			snprintf(err, len, "thread %d: sum of mm_cids read %jd is outside [0, %jd]", i,
+				 (intmax_t)t[i].acc, (intmax_t)(ops * (ncpus_possible - 1)));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int ys_cid_check_tl(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	(void)sh;
+	for (int i = 0; i < n; i++)
+		if (t[i].acc != (int64_t)t[i].ops_all * t[i].aux) {
+			snprintf(err, len, "thread %d: sum %jd, expected %jd", i, (intmax_t)t[i].acc,
+				 (intmax_t)((int64_t)t[i].ops_all * t[i].aux));
+			return -1;
+		}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
 /* The table                                                           */
 
 /* One row: op, impl, setup, thread_init, fn, thread_fini, check, teardown;
@@ -2727,6 +3525,95 @@ static const struct impl impls[] = {
 	     wl_check, wl_teardown, IMPL_MAX_THREADS, wl_extra),
 	ROWF("workload", "mutex", wl_setup_mutex, wl_thread_init, wl_fn, wl_thread_fini, wl_check,
 	     wl_teardown, IMPL_MAX_THREADS, wl_extra),
+
+	/* The yardstick (issue 13): rseqkit in both index modes beside the
+	 * hand-written limit (tools/yardstick.h) and the thread-local twin;
+	 * summed up after the tables ("yardstick:"). */
+#define YS_HAND(op, name, setup, init, fn, check, teardown) \
+	ROWF(op, name, setup, init, fn, NULL, check, teardown, IMPL_HAND, NULL)
+#ifdef YS_HAVE_HAND
+	YS_HAND("cpu-read", "hand-written", NULL, ys_cpu_init, ys_cpu_hand, ys_cpu_check_hand, NULL),
+#endif
+	ROW("mm-cid-read", "rseqkit", NULL, NULL, ys_cid_rsk, NULL, ys_cid_check, NULL),
+#ifdef YS_HAVE_HAND
+	YS_HAND("mm-cid-read", "hand-written", NULL, ys_cid_init, ys_cid_hand, ys_cid_check, NULL),
+#endif
+	ROW("mm-cid-read", "thread-local", NULL, ys_cid_tl_init, ys_cid_tl, NULL, ys_cid_check_tl,
+	    NULL),
+#ifdef BENCH_HAVE_RSK_COUNTER
+	ROW("counter-add4", "rseqkit", ys_c4_setup_rsk_cpu, NULL, ys_c4_rsk, NULL, ys_c4_check_rsk,
+	    ys_c4_teardown),
+	ROW("counter-add4", "rseqkit-cid", ys_c4_setup_rsk_cid, NULL, ys_c4_rsk, NULL,
+	    ys_c4_check_rsk, ys_c4_teardown),
+#endif
+#ifdef YS_HAVE_HAND
+	YS_HAND("counter-add4", "hand-written", ys_c4_setup, ys_thread_init, ys_c4_hand_cpu,
+		ys_c4_check_hand, ys_c4_teardown),
+	YS_HAND("counter-add4", "hand-written-cid", ys_c4_setup, ys_thread_init, ys_c4_hand_cid,
+		ys_c4_check_hand, ys_c4_teardown),
+#endif
+	ROW("counter-add4", "thread-local", ys_c4_setup, NULL, ys_c4_tl, ys_c4_tl_fini,
+	    counter_check_tl, ys_c4_teardown),
+#ifdef BENCH_HAVE_RSK_SPINLOCK
+	ROW("spinlock", "rseqkit-cid", ys_rlock_setup_cid, NULL, lock_rseqkit, NULL,
+	    lock_check_slots, lock_teardown),
+#endif
+#ifdef YS_HAVE_HAND
+	YS_HAND("spinlock", "hand-written", ys_lock_setup, ys_thread_init, ys_lock_hand_cpu,
+		ys_lock_check_hand, ys_lock_teardown),
+	YS_HAND("spinlock", "hand-written-cid", ys_lock_setup, ys_thread_init, ys_lock_hand_cid,
+		ys_lock_check_hand, ys_lock_teardown),
+#endif
+	ROW("spinlock", "thread-local", ys_lock_setup, NULL, ys_lock_tl, ys_lock_tl_fini,
+	    ys_lock_check_tl, ys_lock_teardown),
+#ifdef BENCH_HAVE_RSK_STACK
+	ROW("stack", "rseqkit-cid", ys_rstack_setup_cid, NULL, xfer_rstack, NULL, rstack_check,
+	    xfer_teardown),
+#endif
+#ifdef YS_HAVE_HAND
+	YS_HAND("stack", "hand-written", ys_stack_setup, ys_thread_init, ys_stack_hand_cpu,
+		ys_stack_check_hand, ys_xfer_teardown),
+	YS_HAND("stack", "hand-written-cid", ys_stack_setup, ys_thread_init, ys_stack_hand_cid,
+		ys_stack_check_hand, ys_xfer_teardown),
+#endif
+	ROW("stack", "thread-local", ys_stack_setup, NULL, ys_stack_tl, ys_xfer_tl_fini,
+	    ys_xfer_check_tl, ys_xfer_teardown),
+#ifdef BENCH_HAVE_RSK_PTRBUF
+	ROW("ptrbuf", "rseqkit-cid", ys_rptr_setup_cid, NULL, xfer_rptr, NULL, rptr_check,
+	    xfer_teardown),
+#endif
+#ifdef YS_HAVE_HAND
+	YS_HAND("ptrbuf", "hand-written", ys_ptr_setup, ys_thread_init, ys_ptr_hand_cpu,
+		ys_buf_check_hand, ys_xfer_teardown),
+	YS_HAND("ptrbuf", "hand-written-cid", ys_ptr_setup, ys_thread_init, ys_ptr_hand_cid,
+		ys_buf_check_hand, ys_xfer_teardown),
+#endif
+	ROW("ptrbuf", "thread-local", ys_ptr_setup, NULL, ys_ptr_tl, ys_xfer_tl_fini,
+	    ys_xfer_check_tl, ys_xfer_teardown),
+#ifdef BENCH_HAVE_RSK_COPYBUF
+	ROW("copybuf16", "rseqkit-cid", ys_rcopy2_setup_cid, NULL, xfer_rcopy2, NULL, rcopy_check,
+	    xfer_teardown),
+#endif
+#ifdef YS_HAVE_HAND
+	YS_HAND("copybuf16", "hand-written", ys_copy2_setup, ys_thread_init, ys_copy2_hand_cpu,
+		ys_buf_check_hand, ys_xfer_teardown),
+	YS_HAND("copybuf16", "hand-written-cid", ys_copy2_setup, ys_thread_init, ys_copy2_hand_cid,
+		ys_buf_check_hand, ys_xfer_teardown),
+#endif
+	ROW("copybuf16", "thread-local", ys_copy2_setup, NULL, ys_copy2_tl, ys_xfer_tl_fini,
+	    ys_xfer_check_tl, ys_xfer_teardown),
+#ifdef BENCH_HAVE_RSK_COPYBUF
+	ROW("copybuf64", "rseqkit-cid", ys_rcopy8_setup_cid, NULL, xfer_rcopy8, NULL, rcopy_check,
+	    xfer_teardown),
+#endif
+#ifdef YS_HAVE_HAND
+	YS_HAND("copybuf64", "hand-written", ys_copy8_setup, ys_thread_init, ys_copy8_hand_cpu,
+		ys_buf_check_hand, ys_xfer_teardown),
+	YS_HAND("copybuf64", "hand-written-cid", ys_copy8_setup, ys_thread_init, ys_copy8_hand_cid,
+		ys_buf_check_hand, ys_xfer_teardown),
+#endif
+	ROW("copybuf64", "thread-local", ys_copy8_setup, NULL, ys_copy8_tl, ys_xfer_tl_fini,
+	    ys_xfer_check_tl, ys_xfer_teardown),
 };
 #define NIMPLS (sizeof(impls) / sizeof(impls[0]))
 
@@ -2919,7 +3806,8 @@ static int run_row(const struct impl *im, int nthreads, const int *pins, unsigne
 /* Rivals: neither an rseqkit row ("rseqkit", "rseqkit-...") nor the limit. */
 static bool is_alternative(const struct impl *im)
 {
-	return strncmp(im->name, "rseqkit", 7) != 0 && strcmp(im->name, "thread-local") != 0;
+	return strncmp(im->name, "rseqkit", 7) != 0 && strcmp(im->name, "thread-local") != 0 &&
+	       strncmp(im->name, "hand-written", 12) != 0; /* the yardstick: a limit */
 }
 
 /* Ratios within each (op, threads) group. */
@@ -3010,6 +3898,10 @@ static const char *opnote(const char *op)
 		return "push a 16-byte item by copy, pop one";
 	if (!strcmp(op, "copybuf64"))
 		return "push a 64-byte item by copy, pop one";
+	if (!strcmp(op, "mm-cid-read"))
+		return "read the current concurrency id (mm_cid)";
+	if (!strcmp(op, "counter-add4"))
+		return "add 1 to 4 independent counters in turn (ns per add)";
 	if (!strcmp(op, "fence-cpu"))
 		return "rsk_fence_cpu() of another CPU, busy threads running sections there";
 	if (!strcmp(op, "fence-all"))
@@ -3028,7 +3920,7 @@ static const char *opnote(const char *op)
 static void print_table(const char *op, struct row *rows, int nrows)
 {
 	printf("\n%s: %s\n", op, opnote(op));
-	printf("  %-7s %-8s %-14s %9s %8s %10s %8s %8s\n", "threads", "cpus", "impl", "ns/op",
+	printf("  %-7s %-8s %-16s %9s %8s %10s %8s %8s\n", "threads", "cpus", "impl", "ns/op",
 	       "spread%", "Mops/s", "x tl", "x best");
 	int last = -1;
 	for (int i = 0; i < nrows; i++) {
@@ -3039,7 +3931,7 @@ static void print_table(const char *op, struct row *rows, int nrows)
 			printf("\n");
 		last = r->threads;
 		if (r->failed) {
-			printf("  %-7d %-8s %-14s   FAILED (see the error above)\n", r->threads,
+			printf("  %-7d %-8s %-16s   FAILED (see the error above)\n", r->threads,
 			       r->pinned ? "pinned" : "unpinned", r->im->name);
 			continue;
 		}
@@ -3048,10 +3940,16 @@ static void print_table(const char *op, struct row *rows, int nrows)
 			snprintf(xtl, sizeof(xtl), "%.2f", r->x_tl);
 		if (r->x_alt > 0)
 			snprintf(xalt, sizeof(xalt), "%.2f", r->x_alt);
-		printf("  %-7d %-8s %-14s %9.3f %8.1f %10.1f %8s %8s\n", r->threads,
+		printf("  %-7d %-8s %-16s %9.3f %8.1f %10.1f %8s %8s\n", r->threads,
 		       r->pinned ? "pinned" : "unpinned", r->im->name, r->ns_per_op, r->spread_pct,
 		       r->mops, xtl, xalt);
 	}
+	for (int i = 0; i < nrows; i++)
+		if (!strcmp(rows[i].im->op, op) && (rows[i].im->flags & IMPL_HAND)) {
+			printf("  (hand-written: the limit - this operation written on the ABI for "
+			       "this structure alone; see \"yardstick\" below)\n");
+			break;
+		}
 }
 
 static int write_csv(const char *path, struct row *rows, int nrows)
@@ -3317,6 +4215,98 @@ static void extra_report(const struct row *rows, int nrows)
 	}
 }
 
+/* The yardstick summary: each rseqkit row beside its hand-written twin,
+ * same run, at 1 thread (or the fewest threads measured). */
+#ifdef __clang__
+#define YS_TARGET 1.20 /* issue 13: within 1.20x with clang */
+#else
+#define YS_TARGET 1.10 /* issue 13: within 1.10x with gcc */
+#endif
+static void ys_report(const struct row *rows, int nrows)
+{
+	static const struct {
+		const char *op, *mode, *rsk, *hand;
+	} pairs[] = {
+		{"counter-add4", "cpu", "rseqkit", "hand-written"},
+		{"counter-add4", "cid", "rseqkit-cid", "hand-written-cid"},
+		{"spinlock", "cpu", "rseqkit", "hand-written"},
+		{"spinlock", "cid", "rseqkit-cid", "hand-written-cid"},
+		{"stack", "cpu", "rseqkit", "hand-written"},
+		{"stack", "cid", "rseqkit-cid", "hand-written-cid"},
+		{"ptrbuf", "cpu", "rseqkit", "hand-written"},
+		{"ptrbuf", "cid", "rseqkit-cid", "hand-written-cid"},
+		{"copybuf16", "cpu", "rseqkit", "hand-written"},
+		{"copybuf16", "cid", "rseqkit-cid", "hand-written-cid"},
+		{"copybuf64", "cpu", "rseqkit", "hand-written"},
+		{"copybuf64", "cid", "rseqkit-cid", "hand-written-cid"},
+		{"mm-cid-read", "cid", "rseqkit", "hand-written"},
+		{"cpu-read", "cpu", "rseqkit", "hand-written"},
+	};
+	int tlow = 0;
+	bool head = false;
+
+	for (int i = 0; i < nrows; i++)
+		if (!rows[i].failed && (rows[i].im->flags & IMPL_HAND) &&
+		    (tlow == 0 || rows[i].threads < tlow))
+			tlow = rows[i].threads;
+	for (size_t k = 0; k < sizeof(pairs) / sizeof(pairs[0]); k++) {
+		const struct row *r = NULL, *h = NULL, *tl = NULL;
+		bool op_ran = false;
+		for (int i = 0; i < nrows; i++)
+			op_ran |= !strcmp(rows[i].im->op, pairs[k].op);
+		if (!op_ran)
+			continue;
+		if (!head) {
+			printf("\nyardstick: rseqkit / hand-written (the limit: the same operation "
+			       "written on the ABI, one mode, no gate),\n  ns per op, %d thread%s, "
+			       "this run; target <= %.2fx (%s)\n",
+			       tlow ? tlow : 1, tlow > 1 ? "s" : "", YS_TARGET,
+#ifdef __clang__
+			       "clang"
+#else
+			       "gcc"
+#endif
+			);
+			printf("  %-12s %-4s %9s %13s %7s %13s   %s\n", "op", "mode", "rseqkit",
+			       "hand-written", "ratio", "thread-local", "target");
+			head = true;
+		}
+		if (tlow) {
+			r = find_row(rows, nrows, pairs[k].op, pairs[k].rsk, tlow);
+			h = find_row(rows, nrows, pairs[k].op, pairs[k].hand, tlow);
+			tl = find_row(rows, nrows, pairs[k].op, "thread-local", tlow);
+		}
+		char rs[16] = "-", hs[16] = "-", ts[16] = "-", xs[16] = "-", tgt[96];
+		if (r)
+			snprintf(rs, sizeof(rs), "%.3f", r->ns_per_op);
+		if (h)
+			snprintf(hs, sizeof(hs), "%.3f", h->ns_per_op);
+		if (tl)
+			snprintf(ts, sizeof(ts), "%.3f", tl->ns_per_op);
+		if (r && h) {
+			double x = r->ns_per_op / h->ns_per_op;
+			snprintf(xs, sizeof(xs), "%.2fx", x);
+			snprintf(tgt, sizeof(tgt), "target <= %.2fx: %.2fx %s", YS_TARGET, x,
+				 x <= YS_TARGET ? "met" : "not met");
+		} else if (!ys_rows_available()) {
+#ifdef YS_HAVE_HAND
+			snprintf(tgt, sizeof(tgt), "n/a: glibc has not registered rseq here");
+#else
+			snprintf(tgt, sizeof(tgt), "n/a: %s", YS_HAND_NA);
+#endif
+		} else {
+			snprintf(tgt, sizeof(tgt), "n/a: %s row not measured (failed or not selected)",
+				 r ? "hand-written" : "rseqkit");
+		}
+#ifdef YS_HAVE_HAND
+		if (!strcmp(pairs[k].mode, "cid") && !ys_cid_ok)
+			strncat(tgt, " (no mm_cid here: indexed by cpu_id)", sizeof(tgt) - strlen(tgt) - 1);
+#endif
+		printf("  %-12s %-4s %9s %13s %7s %13s   %s\n", pairs[k].op, pairs[k].mode, rs, hs, xs,
+		       ts, tgt);
+	}
+}
+
 static bool on_path(const char *prog)
 {
 	const char *path = getenv("PATH");
@@ -3560,6 +4550,8 @@ static int parse_uint(const char *s, int lo, int hi)
 /* Whether a row runs at nt threads (tmax: the largest count of the run). */
 static bool row_runs_at(const struct impl *im, int nt, int tmax)
 {
+	if ((im->flags & IMPL_HAND) && !ys_rows_available())
+		return false;
 	if ((im->flags & IMPL_ONE_THREAD) && nt != 1)
 		return false;
 	if ((im->flags & IMPL_MAX_THREADS) && nt != tmax)
@@ -3615,7 +4607,8 @@ int main(int argc, char **argv)
 			i += 2;
 		} else if (!strcmp(a, "--list")) {
 			for (size_t k = 0; k < NIMPLS; k++)
-				printf("%s,%s\n", impls[k].op, impls[k].name);
+				if (!(impls[k].flags & IMPL_HAND) || ys_rows_available())
+					printf("%s,%s\n", impls[k].op, impls[k].name);
 			return 0;
 		} else if (!strcmp(a, "--ops")) {
 			NEEDS_VALUE;
@@ -3855,6 +4848,7 @@ int main(int argc, char **argv)
 #endif
 	for (int o = 0; o < nops; o++)
 		print_table(ops[o], rows, nrows);
+	ys_report(rows, nrows);
 
 	/* The targets (reported, never asserted). */
 	printf("\ntargets (1 thread):\n");

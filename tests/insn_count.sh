@@ -1,0 +1,59 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The instruction-count report (tools/insn-count.py, `make insn-count`):
+# its walk reproduces hand-worked counts on synthetic objdump text, fails
+# (never prints 0) where there is no loop, counts every loop of
+# tools/insn-loops.c built with $CC, and fails when a listed loop is
+# missing.  Never asserts the targets.
+BUILD=${BUILD:-build}
+CC=${CC:-cc}
+n=0
+fails=0
+ok() { # ok COND-STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fails=$((fails + 1)); fi
+}
+if ! command -v python3 >/dev/null 2>&1 || ! command -v objdump >/dev/null 2>&1; then
+	echo "1..0 # SKIP needs python3 and objdump"
+	exit 0
+fi
+case $(uname -m) in
+x86_64) ;;
+*) echo "1..0 # SKIP x86-64 objdump syntax only"; exit 0 ;;
+esac
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+echo "1..6"
+
+python3 tools/insn-count.py --self-test >"$tmp/self" 2>&1
+ok $? "self-test: hand-worked counts on synthetic objdump, failures where there is no loop"
+sed 's/^/# /' "$tmp/self" | grep -v '^# ok' | grep -v '^# 1\.\.' | grep -v '^# #'
+
+$CC -std=gnu11 -Wall -Wextra -Werror -O2 -Iinclude -pthread -o "$tmp/loops" tools/insn-loops.c \
+	"$BUILD/lib/librseqkit.a" -pthread >"$tmp/cc" 2>&1
+ok $? "tools/insn-loops.c builds with $CC -O2 -Iinclude"
+sed 's/^/# /' "$tmp/cc"
+
+"$tmp/loops" >"$tmp/run" 2>&1
+ok $? "every loop runs and does what it says"
+sed 's/^/# /' "$tmp/run"
+
+python3 tools/insn-count.py --src tools/insn-loops.c "$tmp/loops" >"$tmp/report" 2>&1
+ok $? "the report finds and counts every loop (exit 0)"
+sed 's/^/# /' "$tmp/report"
+
+# Every //@insn line has its row, with a positive count.
+want=$(grep -c '^//@insn' tools/insn-loops.c)
+got=$(awk '$1 ~ /^loop_/ && $5 ~ /^[0-9]+$/ && $5 > 0' "$tmp/report" | wc -l)
+[ "$want" -gt 0 ] && [ "$got" -eq "$want" ]
+ok $? "one counted row per listed loop ($got of $want)"
+
+# A listed loop that is not in the binary: an error and exit 1, not a 0.
+{ cat tools/insn-loops.c; echo "//@insn path=stack impl=rseqkit mode=- ops=1 fn=loop_not_there"; } \
+	>"$tmp/src.c"
+python3 tools/insn-count.py --src "$tmp/src.c" "$tmp/loops" >"$tmp/bad" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "ERROR: loop_not_there" "$tmp/bad"
+ok $? "a missing loop fails the report (exit $rc) with an error naming it"
+
+[ $fails -eq 0 ]
