@@ -111,12 +111,14 @@ tests: $(STRESS_NOARM)
 
 # Per-program extra libraries (libdl for the dlopen test, ...).
 TEST_LIBS_registration_dlopen := -ldl
+TEST_LIBS_registration_unload := -ldl
+$(BUILD)/tests/registration_unload.t: $(BUILD)/tests/plugin-shared.so $(BUILD)/tests/plugin-embedded.so
 TEST_LIBS_registration_static := -static
 # The dlopen test's plugins: one needs librseqkit.so, one embeds librseqkit.a.
 $(BUILD)/tests/registration_dlopen.t: $(BUILD)/tests/plugin-shared.so $(BUILD)/tests/plugin-embedded.so
 $(BUILD)/tests/plugin-shared.so: tests/plugin/dlopen_plugin.c tests/plugin_api.h $(SHARED) $(LIB_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -fPIC -shared -o $@ $< -L$(BUILD)/lib -lrseqkit -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
+	$(CC) $(BASEFLAGS) -DPLUGIN_SHARED -fPIC -shared -o $@ $< -L$(BUILD)/lib -lrseqkit -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
 $(BUILD)/tests/plugin-embedded.so: tests/plugin/dlopen_plugin.c tests/plugin_api.h $(STATIC) $(LIB_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) -fPIC -shared -o $@ $< $(STATIC) -Wl,--exclude-libs,ALL $(LDLIBS)

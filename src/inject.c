@@ -17,6 +17,12 @@ RSK_EXPORT __attribute__((weak)) void rsk_inject_hook(int point)
 	for (int i = __atomic_load_n(&rsk_inject_loops[point], __ATOMIC_RELAXED); i > 0; i--)
 		__asm__ __volatile__("" ::: "memory");
 }
+
+/* Default activation hook (see internal.h): nothing. */
+RSK_EXPORT __attribute__((weak)) void rsk_inject_activation(int step)
+{
+	(void)step;
+}
 #else
 typedef int rsk_inject_unused; /* ISO C wants something in a file */
 #endif

@@ -14,19 +14,39 @@ struct rsk_process {
 	int error;		/* errno that made rseq unavailable */
 	const char *reason;
 	unsigned feature_size, kernel_align, registered_size;
-	int own_area;		/* library-owned: our TLS area, not libc's */
+	int own_area;		/* library-owned: our TLS area (always, then) */
 	int possible_cpus;
 	int membarrier_rseq;
 	/* RSK_INDEX_CID structures are possible: mm_cid is written, and an
 	 * unregistered thread's mm_cid field reads as (uint32_t)-1 (see
 	 * percpu.h): libc-owned areas and rseqkit's own TLS area. */
 	int cid_for_structures;
+	int unloadable;		/* this copy was dlopen'ed: its destructor cleans up */
+	unsigned env_abort_limit; /* RSEQKIT_ABORT_LIMIT, or the default */
 };
 extern struct rsk_process rsk_process;
+
+#define RSK_DEFAULT_ABORT_LIMIT 16
 
 void rsk_init_once(void);
 long rsk_sys_rseq(struct rsk_abi_area *area, uint32_t len, int flags);
 int rsk_read_possible_cpus(void);
+/* Allocate the process statistics' per-CPU slots (at init, so that no
+ * event counted later - possibly in a signal handler - allocates). */
+void rsk_stats_init(int ncpus);
+
+/*
+ * Injection builds: rsk_inject_activation(step) runs at each step of a
+ * thread's activation (its first call), so that tests can fire a signal
+ * there whose handler makes the first call itself.  The library's default
+ * does nothing.
+ */
+#if RSK_INJECTING
+void rsk_inject_activation(int step);
+#define RSK_INJECT_ACTIVATION(step) rsk_inject_activation(step)
+#else
+#define RSK_INJECT_ACTIVATION(step) ((void)0)
+#endif
 
 /*
  * After an abort (a cold path): count it and tell whether the operation

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include "internal.h"
 #include <rseqkit/progress.h>
@@ -29,8 +30,10 @@ static __thread struct rsk_stats thread_stats;
 /*
  * Process totals, one 128-byte slot per CPU: the slow path of a process
  * without rseq counts every operation, and one shared counter would make
- * every thread bounce its cache line.  Slots are allocated on first use;
- * until then (or if that fails) everything lands in the spare slot.
+ * every thread bounce its cache line.  The slots are mapped at init
+ * (rsk_stats_init()), never later: an event may be counted inside a
+ * signal handler that interrupted malloc.  Until then (or if mapping
+ * failed) everything lands in the spare slot.
  */
 enum { ST_ABORTS, ST_SLOW_PATHS, ST_FENCES, ST_GATE_WAITS, ST_N };
 struct stat_slot {
@@ -39,27 +42,22 @@ struct stat_slot {
 static struct stat_slot *stat_slots, spare_slot;
 static int stat_nslots;
 
+void rsk_stats_init(int ncpus)
+{
+	size_t size = sizeof(struct stat_slot) * (size_t)ncpus;
+	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		return;
+	__atomic_store_n(&stat_nslots, ncpus, __ATOMIC_RELAXED);
+	__atomic_store_n(&stat_slots, (struct stat_slot *)m, __ATOMIC_RELEASE);
+}
+
 static struct stat_slot *stat_slot_for(int cpu)
 {
 	struct stat_slot *s = __atomic_load_n(&stat_slots, __ATOMIC_ACQUIRE);
 
-	if (__builtin_expect(s == NULL, 0)) {
-		int n = rsk_possible_cpus();
-		struct stat_slot *mine = aligned_alloc(128, sizeof(*mine) * (size_t)n), *none = NULL;
-
-		if (mine == NULL)
-			return &spare_slot;
-		memset(mine, 0, sizeof(*mine) * (size_t)n);
-		__atomic_store_n(&stat_nslots, n, __ATOMIC_RELAXED);
-		if (__atomic_compare_exchange_n(&stat_slots, &none, mine, 0, __ATOMIC_ACQ_REL,
-						__ATOMIC_ACQUIRE))
-			s = mine;
-		else {
-			free(mine);
-			s = none;
-		}
-	}
-	if ((unsigned)cpu >= (unsigned)__atomic_load_n(&stat_nslots, __ATOMIC_RELAXED))
+	if (s == NULL || (unsigned)cpu >= (unsigned)__atomic_load_n(&stat_nslots, __ATOMIC_RELAXED))
 		return &spare_slot;
 	return &s[cpu];
 }
@@ -75,7 +73,6 @@ static uint64_t stat_total(int which)
 }
 
 static unsigned abort_limit; /* 0 until first read */
-#define DEFAULT_ABORT_LIMIT 16
 
 enum { MB_UNKNOWN = 0, MB_READY = 1, MB_NONE = -1 };
 static int membarrier_state;
@@ -130,9 +127,9 @@ RSK_EXPORT unsigned rsk_abort_limit(void)
 	unsigned n = __atomic_load_n(&abort_limit, __ATOMIC_RELAXED);
 
 	if (__builtin_expect(n == 0, 0)) {
-		const char *env = getenv("RSEQKIT_ABORT_LIMIT");
-		long v = env ? strtol(env, NULL, 10) : 0;
-		n = v >= 1 && v <= 1 << 30 ? (unsigned)v : DEFAULT_ABORT_LIMIT;
+		/* RSEQKIT_ABORT_LIMIT, read (and checked) at init. */
+		rsk_init_once();
+		n = rsk_process.env_abort_limit;
 		unsigned zero = 0;
 		/* A concurrent rsk_set_abort_limit() wins. */
 		if (!__atomic_compare_exchange_n(&abort_limit, &zero, n, 0, __ATOMIC_RELAXED,

@@ -5,11 +5,27 @@
  * Who registers: if glibc registered the thread (__rseq_size != 0) we adopt
  * its area - a second registration would fail, and glibc's sched_getcpu()
  * uses it too.  Otherwise rseqkit registers each thread itself on first
- * use: glibc's reserved area when glibc has one (it exists, at
- * __rseq_offset, even when glibc.pthread.rseq=0 stopped glibc from
- * registering it), else an area in our own TLS.  Either way every thread's
+ * use, always in an area of its own TLS.  Never in glibc's reserved area
+ * (which exists, at __rseq_offset, even when glibc.pthread.rseq=0 stopped
+ * glibc from registering it): glibc's pthread_create() registers every
+ * new thread whose creator has that area registered, and aborts the
+ * process ("Fatal glibc error: rseq registration failed") when that fails,
+ * e.g. under a seccomp filter installed later.  Either way every thread's
  * area sits at one fixed offset from the thread pointer, which is what
  * makes the inline fast path one load.
+ *
+ * Signals: a handler may make its thread's first call while the thread is
+ * inside its own first call.  Every step of the activation below is
+ * idempotent (EBUSY from rseq(2) means the handler registered this very
+ * area), the steps that must not be split run with signals blocked, and
+ * nothing on the way allocates.
+ *
+ * Unloading: the library records every thread it has seen (a list through
+ * the threads' own TLS, under a lock held with signals blocked).  When a
+ * dlopen'ed copy of the library is unloaded (its destructor), or when
+ * rsk_prepare_unload() is called, every recorded thread's rseq_cs that
+ * points into the unloading object is cleared by compare-and-swap - see
+ * clear_descriptors().
  *
  * The glibc symbols are weak references, not dlsym() look-ups: those fail
  * in static binaries.
@@ -17,7 +33,9 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,16 +51,18 @@ extern const unsigned int __rseq_flags __attribute__((weak));
 RSK_EXPORT struct rsk_fast rsk_fast;
 struct rsk_process rsk_process;
 
-/* Our own area, for a libc without one (musl, glibc < 2.35).  64 bytes at
- * 64-byte alignment holds every feature size and alignment kernels ask for
- * (7.x: 33 bytes, 64-aligned).  The head keeps the area off the thread
- * pointer itself, where TLS variant I (riscv) would put it: offset 0 means
- * "not initialised" to the fast paths. */
+/* Our own area.  The head keeps the area off the thread pointer itself,
+ * where TLS variant I (riscv) would put it: offset 0 means "not
+ * initialised" to the fast paths.  What the kernel may be given is what
+ * follows the head: OWN_AREA_SPACE bytes at 64-byte alignment, which holds
+ * every feature size and alignment kernels ask for so far (7.x: 33 bytes,
+ * 64-aligned). */
 struct own_area {
 	unsigned char head[64];
 	struct rsk_abi_area area;
 	unsigned char tail[32];
 } __attribute__((aligned(64)));
+#define OWN_AREA_SPACE (sizeof(struct own_area) - offsetof(struct own_area, area))
 static __thread struct own_area own_area = {
 	/* mm_cid (uint32_t)-1 while unregistered: beyond every structure,
 	 * which lets their fast paths skip a cpu_id test (percpu.h). */
@@ -54,12 +74,23 @@ struct rsk_thread {
 	int count;		/* explicit rsk_register() calls outstanding */
 	int error;		/* why FAILED */
 	int own_registered;	/* we made this thread's kernel registration */
+	/* The registry of threads seen (under registry_lock). */
+	int recorded;
+	struct rsk_abi_area *area;
+	struct rsk_thread *next, **pprev;
 };
 static __thread struct rsk_thread self;
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t exit_key;
 static int exit_key_live;
+/* pthread_setspecific() of exit_key never allocates (so a signal handler
+ * may make a thread's first call): glibc keeps keys below 32 in the thread
+ * descriptor and allocates a block for the others; musl never allocates. */
+static int exit_key_alloc_free;
+
+static struct rsk_thread *registry;
+static int registry_lock;
 
 long rsk_sys_rseq(struct rsk_abi_area *area, uint32_t len, int flags)
 {
@@ -93,7 +124,68 @@ static int unregister_self(void)
 	return err;
 }
 
-/* Thread exit: undo a registration we made (pthread key destructor). */
+/*
+ * The registry lock is held with every signal blocked: a handler of the
+ * holding thread can then never wait for it, and the steps done under it
+ * are never split by one.  Holders: activation and thread exit (once per
+ * thread each), unload, fork's child handler.
+ */
+static void registry_take(sigset_t *saved)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, saved);
+	while (__atomic_exchange_n(&registry_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+static void registry_drop(const sigset_t *saved)
+{
+	__atomic_store_n(&registry_lock, 0, __ATOMIC_RELEASE);
+	pthread_sigmask(SIG_SETMASK, saved, NULL);
+}
+
+/* Remember the calling thread and its area; arm the thread-exit hook. */
+static void record_thread(struct rsk_abi_area *area)
+{
+	sigset_t saved;
+
+	if (!exit_key_live || !exit_key_alloc_free)
+		return; /* unrecorded: rsk_prepare_unload(3) says what that means */
+	if (self.recorded)
+		return; /* (set once, by this thread; cleared only at its exit) */
+	RSK_INJECT_ACTIVATION(4);
+	registry_take(&saved);
+	if (!self.recorded) {
+		self.area = area;
+		self.next = registry;
+		self.pprev = &registry;
+		if (registry)
+			registry->pprev = &self.next;
+		registry = &self;
+		self.recorded = 1;
+		pthread_setspecific(exit_key, &self);
+	}
+	registry_drop(&saved);
+}
+
+static void unrecord_thread(void)
+{
+	sigset_t saved;
+
+	registry_take(&saved);
+	if (self.recorded) {
+		*self.pprev = self.next;
+		if (self.next)
+			self.next->pprev = self.pprev;
+		self.recorded = 0;
+	}
+	registry_drop(&saved);
+}
+
+/* Thread exit (pthread key destructor): undo a registration we made, and
+ * leave the registry before the TLS holding our entry is freed. */
 static void thread_exit(void *unused)
 {
 	(void)unused;
@@ -102,6 +194,138 @@ static void thread_exit(void *unused)
 		self.own_registered = 0;
 	}
 	self.state = RSK_THREAD_OPTED_OUT;
+	unrecord_thread();
+}
+
+/* fork(): the child has one thread, the caller; the others' entries (and
+ * a lock one of them may have held) are gone with them. */
+static void registry_atfork_child(void)
+{
+	registry_lock = 0;
+	registry = NULL;
+	if (self.recorded) {
+		self.next = NULL;
+		self.pprev = &registry;
+		registry = &self;
+	}
+}
+
+/*
+ * Clear every recorded thread's descriptor pointer that lies in [lo, hi),
+ * the address range of an object about to be unmapped; returns how many.
+ *
+ * Why a remote clear is safe: the object's code is no longer running in
+ * any thread (dlclose() of code that still runs is undefined anyway), so a
+ * pointer into it is stale - no section of it is in flight that the clear
+ * could expose.  The kernel reads rseq_cs lazily, at the thread's next
+ * return to user space after a preemption, signal or migration; it then
+ * finds either the old pointer (while the object is still mapped: it reads
+ * a valid descriptor, sees the thread outside it and clears it itself) or
+ * 0 (nothing to do).  The compare-and-swap never overwrites a pointer the
+ * thread stored since: only sections of other objects can be armed now,
+ * and their descriptors lie outside the range.  The entries cannot go away
+ * meanwhile: an exiting thread waits for the lock in thread_exit().
+ */
+static unsigned clear_descriptors(uintptr_t lo, uintptr_t hi)
+{
+	sigset_t saved;
+	unsigned n = 0;
+
+	registry_take(&saved);
+	for (struct rsk_thread *t = registry; t != NULL; t = t->next) {
+		uint64_t cs = __atomic_load_n(&t->area->rseq_cs, __ATOMIC_RELAXED);
+		if (cs >= lo && cs < hi &&
+		    __atomic_compare_exchange_n(&t->area->rseq_cs, &cs, 0, 0, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			n++;
+	}
+	registry_drop(&saved);
+	return n;
+}
+
+/* The address range spanned by the loaded segments of the object that
+ * contains `addr`. */
+struct object_range {
+	uintptr_t addr, lo, hi;
+	int is_main;
+};
+
+static int find_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct object_range *r = data;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	int inside = 0;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+		if (r->addr >= start && r->addr < end)
+			inside = 1;
+		if (start < lo)
+			lo = start;
+		if (end > hi)
+			hi = end;
+	}
+	if (!inside)
+		return 0;
+	r->lo = lo;
+	r->hi = hi;
+	r->is_main = info->dlpi_name == NULL || info->dlpi_name[0] == '\0';
+	return 1;
+}
+
+static int object_of(const void *addr, struct object_range *r)
+{
+	r->addr = (uintptr_t)addr;
+	r->lo = r->hi = 0;
+	return dl_iterate_phdr(find_object, r) == 1;
+}
+
+/* ---- environment ---- */
+
+static void warn_env(const char *name, const char *value, const char *instead)
+{
+	char msg[512];
+	int n = snprintf(msg, sizeof(msg), "rseqkit: ignoring %s=%.200s (%s)\n", name, value,
+			 instead);
+
+	if (n > 0)
+		(void)!write(STDERR_FILENO, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+}
+
+/* A 0/1 switch: unset or empty is `dflt`; anything else but "0" and "1"
+ * is warned about (once: the runtime reads each variable once, at init). */
+static int env_switch(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+
+	if (v == NULL || v[0] == '\0')
+		return dflt;
+	if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+		return v[0] == '1';
+	warn_env(name, v, dflt ? "expected 0 or 1; using 1" : "expected 0 or 1; using 0");
+	return dflt;
+}
+
+/* A decimal number in [lo, hi]; otherwise `dflt`, with a warning. */
+static long env_number(const char *name, long lo, long hi, long dflt)
+{
+	const char *v = getenv(name);
+	char *end, why[96];
+	long n;
+
+	if (v == NULL || v[0] == '\0')
+		return dflt;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno == 0 && end != v && *end == '\0' && n >= lo && n <= hi)
+		return n;
+	snprintf(why, sizeof(why), "expected a number from %ld to %ld; using %ld", lo, hi, dflt);
+	warn_env(name, v, why);
+	return dflt;
 }
 
 static unsigned max_u(unsigned a, unsigned b)
@@ -144,18 +368,39 @@ static int own_area_is_static(ptrdiff_t offset)
 #endif
 }
 
+/* The kernel's AT_RSEQ_* values; injection builds may fake them
+ * (RSEQKIT_INJECT_FEATURE_SIZE, RSEQKIT_INJECT_ALIGN) to test kernels the
+ * machine does not run. */
+static unsigned kernel_auxv(unsigned long type)
+{
+#ifdef RSEQKIT_INJECT
+	const char *fake = getenv(type == RSK_ABI_AT_RSEQ_FEATURE_SIZE ? "RSEQKIT_INJECT_FEATURE_SIZE" :
+									  "RSEQKIT_INJECT_ALIGN");
+	if (fake != NULL && fake[0] != '\0')
+		return (unsigned)strtoul(fake, NULL, 0);
+#endif
+	return (unsigned)getauxval(type);
+}
+
 static void decide_owner(struct rsk_process *p, ptrdiff_t *offset)
 {
 	long r;
 
-	const char *off = getenv("RSEQKIT_DISABLE");
-	if (off != NULL && off[0] == '1') {
+	if (env_switch("RSEQKIT_DISABLE", 0)) {
 		/* The user's word: run every operation through the slow paths
 		 * (for tests and for ruling rseq out while debugging). */
 		p->owner = RSK_OWNER_NONE;
 		p->reason = "disabled by RSEQKIT_DISABLE=1";
 		return;
 	}
+	/* Always our own area now; the variable stays accepted. */
+	const char *own = getenv("RSEQKIT_OWN_AREA");
+	if (own != NULL && strcmp(own, "0") == 0)
+		warn_env("RSEQKIT_OWN_AREA", own,
+			 "glibc's reserved area is no longer registered: glibc would abort the process "
+			 "when it fails to register a new thread; using rseqkit's own area");
+	else
+		(void)env_switch("RSEQKIT_OWN_AREA", 1);
 	if (&__rseq_size != NULL && __rseq_size != 0) {
 		p->owner = RSK_OWNER_LIBC;
 		/* glibc allocates at least 32 bytes even when it reports 20. */
@@ -176,36 +421,29 @@ static void decide_owner(struct rsk_process *p, ptrdiff_t *offset)
 		return;
 	}
 	p->owner = RSK_OWNER_LIBRARY;
-	/* glibc without rseq support for the arch (2.36 on riscv) exports
-	 * __rseq_offset 0 and reserves no area. */
-	const char *own = getenv("RSEQKIT_OWN_AREA");
-	p->own_area = &__rseq_offset == NULL || __rseq_offset == 0 ||
-		      (own != NULL && own[0] == '1');
-	if (p->own_area) {
-		unsigned align = max_u(p->kernel_align, RSK_ABI_LEGACY_ALIGN);
-		p->registered_size = max_u(p->feature_size, RSK_ABI_LEGACY_LEN);
-		if (align > _Alignof(struct own_area) ||
-		    p->registered_size > sizeof(struct own_area)) {
-			p->owner = RSK_OWNER_NONE;
-			p->error = EINVAL;
-			p->reason = "kernel asks for a larger rseq area than rseqkit has";
-			return;
-		}
-		*offset = (char *)&own_area.area - (char *)thread_pointer();
-		if (!own_area_is_static(*offset)) {
-			p->owner = RSK_OWNER_NONE;
-			p->reason = "rseqkit's own area is in dynamic TLS (dlopen'ed): no fixed offset";
-			return;
-		}
-		p->reason = "registered by rseqkit (own area)";
-	} else {
-		/* glibc's reserved area: 32 bytes, the form every kernel takes. */
-		p->registered_size = RSK_ABI_LEGACY_LEN;
-		*offset = __rseq_offset;
-		p->reason = "registered by rseqkit (libc's area)";
+	p->own_area = 1;
+	unsigned align = max_u(p->kernel_align, RSK_ABI_LEGACY_ALIGN);
+	p->registered_size = max_u(p->feature_size, RSK_ABI_LEGACY_LEN);
+	p->reason = "registered by rseqkit (own area)";
+	if (align > _Alignof(struct own_area)) {
+		p->owner = RSK_OWNER_NONE;
+		p->error = EINVAL;
+		p->reason = "kernel asks for a more aligned rseq area than rseqkit has";
+		return;
 	}
-	if (pthread_key_create(&exit_key, thread_exit) == 0)
-		exit_key_live = 1;
+	if (p->registered_size > OWN_AREA_SPACE) {
+		/* More than follows the head: the original 32-byte form, which
+		 * every kernel accepts, rather than overlap the next variable. */
+		p->registered_size = RSK_ABI_LEGACY_LEN;
+		p->reason = "registered by rseqkit (own area, 32 bytes: the kernel's feature size "
+			    "exceeds the space rseqkit has)";
+	}
+	*offset = (char *)&own_area.area - (char *)thread_pointer();
+	if (!own_area_is_static(*offset)) {
+		p->owner = RSK_OWNER_NONE;
+		p->reason = "rseqkit's own area is in dynamic TLS (dlopen'ed): no fixed offset";
+		return;
+	}
 }
 
 static void ctor_init(void) __attribute__((constructor));
@@ -214,29 +452,75 @@ static void ctor_init(void)
 	rsk_init_once();
 }
 
+/*
+ * When a dlopen'ed copy of the library is unloaded, no descriptor of the
+ * object containing it may stay armed in any thread.  Copies in the main
+ * program or loaded with it (static TLS) are only "unloaded" at exit,
+ * while other threads may still be inside their sections: left alone.
+ */
+static void dtor_fini(void) __attribute__((destructor));
+static void dtor_fini(void)
+{
+	struct object_range r;
+	sigset_t saved;
+
+	if (!rsk_process.initialised || !rsk_process.unloadable)
+		return;
+	if (object_of((const void *)&rsk_process, &r) && !r.is_main)
+		clear_descriptors(r.lo, r.hi);
+	registry_take(&saved);
+	if (exit_key_live) {
+		/* Our destructor is about to be unmapped: glibc must not call
+		 * it.  Threads registered by us stay registered until they exit
+		 * (the kernel drops the registration with the thread). */
+		pthread_key_delete(exit_key);
+		exit_key_live = 0;
+	}
+	registry_drop(&saved);
+}
+
 void rsk_init_once(void)
 {
 	struct rsk_process *p = &rsk_process;
 	ptrdiff_t offset;
+	sigset_t all, saved;
 	long mb;
 
 	if (__atomic_load_n(&p->initialised, __ATOMIC_ACQUIRE))
 		return;
+	/* No handler of this thread may run into the lock it holds. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &saved);
 	pthread_mutex_lock(&init_lock);
 	if (p->initialised) {
 		pthread_mutex_unlock(&init_lock);
+		pthread_sigmask(SIG_SETMASK, &saved, NULL);
 		return;
 	}
 	int saved_errno = errno;
 	p->possible_cpus = rsk_read_possible_cpus();
-	p->feature_size = (unsigned)getauxval(RSK_ABI_AT_RSEQ_FEATURE_SIZE);
-	p->kernel_align = (unsigned)getauxval(RSK_ABI_AT_RSEQ_ALIGN);
+	p->feature_size = kernel_auxv(RSK_ABI_AT_RSEQ_FEATURE_SIZE);
+	p->kernel_align = kernel_auxv(RSK_ABI_AT_RSEQ_ALIGN);
 	if (p->feature_size == 0) /* before 6.3: the original ABI */
 		p->feature_size = RSK_ABI_ORIG_FEATURE_SIZE;
 	if (p->kernel_align == 0)
 		p->kernel_align = RSK_ABI_LEGACY_ALIGN;
 	mb = syscall(SYS_membarrier, RSK_ABI_MEMBARRIER_CMD_QUERY, 0, 0);
 	p->membarrier_rseq = mb > 0 && (mb & RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ);
+	p->env_abort_limit = (unsigned)env_number("RSEQKIT_ABORT_LIMIT", 1, 1 << 30,
+						  RSK_DEFAULT_ABORT_LIMIT);
+	/* Everything a signal handler's first call may need, made now. */
+	rsk_stats_init(p->possible_cpus);
+	p->unloadable = !own_area_is_static((char *)&own_area.area - (char *)thread_pointer());
+	if (pthread_key_create(&exit_key, thread_exit) == 0) {
+		exit_key_live = 1;
+#ifdef __GLIBC__
+		exit_key_alloc_free = exit_key < 32;
+#else
+		exit_key_alloc_free = 1;
+#endif
+	}
+	pthread_atfork(NULL, NULL, registry_atfork_child);
 
 	/* Publish the offset only once everything else is decided: the
 	 * inline fast paths start using it as soon as it is nonzero. */
@@ -252,41 +536,31 @@ void rsk_init_once(void)
 	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);
 	errno = saved_errno;
 	pthread_mutex_unlock(&init_lock);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 }
 
 RSK_EXPORT int rsk_init(void)
 {
 	rsk_init_once();
+	(void)rsk_thread_ensure(); /* and the calling thread is known */
 	return 0;
 }
 
-/* Decide the calling thread's state, registering it if that is our job. */
+/*
+ * Decide the calling thread's state, registering it if that is our job.
+ * A signal handler may run this too, in the middle of an interrupted run
+ * of it on the same thread: each step finds what the other did and gives
+ * the same answer (the final state is written last, by both).
+ */
 static enum rsk_thread_state thread_activate(void)
 {
 	struct rsk_process *p = &rsk_process;
 	struct rsk_abi_area *area = rsk_area();
+	int err = 0;
 
-	self.error = 0;
+	RSK_INJECT_ACTIVATION(1);
 	if (p->owner == RSK_OWNER_NONE || area == NULL) {
 		self.error = p->error ? p->error : ENOSYS;
-		return self.state = RSK_THREAD_FAILED;
-	}
-	if (rsk_area_cpu_id(area) >= 0) { /* libc's, or inherited */
-		/* Library-owned: the registration is ours to undo.  glibc
-		 * registers a new thread itself when its creator's area is
-		 * registered (it copies the creator's state, even with
-		 * glibc.pthread.rseq=0), so a thread created by one we
-		 * registered arrives registered. */
-		if (p->owner == RSK_OWNER_LIBRARY && !self.own_registered) {
-			self.own_registered = 1;
-			if (exit_key_live)
-				pthread_setspecific(exit_key, &self);
-		}
-		return self.state = RSK_THREAD_ACTIVE;
-	}
-	if (p->owner == RSK_OWNER_LIBC) {
-		/* glibc tried in this thread and failed (cpu_id == -2). */
-		self.error = EINVAL;
 		return self.state = RSK_THREAD_FAILED;
 	}
 	if (p->own_area && area != &own_area.area) {
@@ -295,13 +569,30 @@ static enum rsk_thread_state thread_activate(void)
 		self.error = EINVAL;
 		return self.state = RSK_THREAD_FAILED;
 	}
-	if (rsk_sys_rseq(area, p->registered_size, 0) != 0) {
-		self.error = errno;
+	if (rsk_area_cpu_id(area) < 0) {
+		if (p->owner == RSK_OWNER_LIBC) {
+			/* glibc tried in this thread and failed (cpu_id == -2). */
+			self.error = EINVAL;
+			return self.state = RSK_THREAD_FAILED;
+		}
+		RSK_INJECT_ACTIVATION(2);
+		/* EBUSY: this very area is registered already - by a handler
+		 * that interrupted us here (the kernel keeps one registration
+		 * per thread, so nobody else can have made it). */
+		if (rsk_sys_rseq(area, p->registered_size, 0) != 0 && errno != EBUSY)
+			err = errno;
+		RSK_INJECT_ACTIVATION(3);
+	}
+	if (err != 0) {
+		self.error = err;
 		return self.state = RSK_THREAD_FAILED;
 	}
-	self.own_registered = 1;
-	if (exit_key_live)
-		pthread_setspecific(exit_key, &self);
+	/* Registered (by libc, by us, or inherited through fork()). */
+	if (p->owner == RSK_OWNER_LIBRARY)
+		self.own_registered = 1;
+	record_thread(area);
+	RSK_INJECT_ACTIVATION(5);
+	self.error = 0;
 	return self.state = RSK_THREAD_ACTIVE;
 }
 
@@ -347,7 +638,8 @@ RSK_EXPORT int rsk_register(void)
 	}
 	if (st != RSK_THREAD_ACTIVE)
 		return -(self.error ? self.error : ENOSYS);
-	self.count++;
+	/* One instruction's worth for a handler of this thread. */
+	__atomic_add_fetch(&self.count, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -357,11 +649,15 @@ RSK_EXPORT int rsk_unregister(unsigned flags)
 		return -EINVAL;
 	rsk_thread_ensure();
 	if (flags & RSK_UNREGISTER_FORCE) {
-		self.count = 0;
+		__atomic_store_n(&self.count, 0, __ATOMIC_RELAXED);
 	} else {
-		if (self.count == 0)
-			return -EINVAL;
-		if (--self.count > 0)
+		int n = __atomic_load_n(&self.count, __ATOMIC_RELAXED);
+		do {
+			if (n == 0)
+				return -EINVAL;
+		} while (!__atomic_compare_exchange_n(&self.count, &n, n - 1, 0, __ATOMIC_RELAXED,
+						      __ATOMIC_RELAXED));
+		if (n - 1 > 0)
 			return 0;
 	}
 	if (self.state == RSK_THREAD_ACTIVE && self.own_registered) {
@@ -374,21 +670,32 @@ RSK_EXPORT int rsk_unregister(unsigned flags)
 	return 0;
 }
 
-RSK_EXPORT void rsk_prepare_unload(void)
+/* Clear the calling thread's pointer, and every recorded thread's pointers
+ * into the object that contains `addr`. */
+static void prepare_unload(const void *addr)
 {
 	struct rsk_abi_area *area = rsk_area();
+	struct object_range r;
 
+	/* The calling thread runs no section now: its pointer can go,
+	 * whoever armed it. */
 	if (area != NULL)
 		__atomic_store_n(&area->rseq_cs, 0, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&init_lock);
-	if (exit_key_live) {
-		/* Our destructor is about to be unmapped: glibc must not call
-		 * it.  Threads registered by us stay registered until they exit
-		 * (the kernel drops the registration with the thread). */
-		pthread_key_delete(exit_key);
-		exit_key_live = 0;
-	}
-	pthread_mutex_unlock(&init_lock);
+	rsk_init_once();
+	if (addr != NULL && object_of(addr, &r) && !r.is_main)
+		clear_descriptors(r.lo, r.hi);
+}
+
+RSK_EXPORT void rsk_prepare_unload_object(const void *addr)
+{
+	prepare_unload(addr);
+}
+
+/* The caller's object, from the return address: wrong when the call was
+ * compiled as a tail call (rsk_prepare_unload(3) says so). */
+RSK_EXPORT __attribute__((noinline)) void rsk_prepare_unload(void)
+{
+	prepare_unload(__builtin_extract_return_addr(__builtin_return_address(0)));
 }
 
 RSK_EXPORT const char *rsk_owner_name(enum rsk_owner owner)

@@ -3,8 +3,9 @@
  * Helpers shared by the registration and identity tests.
  *
  * Multi-mode driver: a test program re-executes itself in fresh child
- * processes, one per registration mode (libc-owned, library-owned with
- * libc's area, library-owned with rseqkit's own TLS area), and relays each
+ * processes, one per registration mode (libc-owned; library-owned, with
+ * glibc's registration turned off, which is rseqkit's own TLS area; the
+ * same with RSEQKIT_OWN_AREA=1 said explicitly), and relays each
  * child's TAP as its own points, prefixed with the mode.  A child that is
  * killed, stops early or prints no plan is a failure, never a pass.
  *
@@ -63,7 +64,7 @@ struct test_mode {
 
 static const struct test_mode test_modes[] = {
 	{ "libc", 1, NULL, NULL, RSK_OWNER_LIBC, "libc" },
-	{ "library", 1, "glibc.pthread.rseq=0", NULL, RSK_OWNER_LIBRARY, "libc's area" },
+	{ "library", 1, "glibc.pthread.rseq=0", NULL, RSK_OWNER_LIBRARY, "own area" },
 	{ "own-area", 1, "glibc.pthread.rseq=0", "1", RSK_OWNER_LIBRARY, "own area" },
 	{ "auto", 0, NULL, NULL, OWNER_ANY, NULL },
 };

@@ -19,5 +19,8 @@ struct plugin_report {
 typedef int plugin_run_fn(int nthreads, int reps, struct plugin_report *r);
 /* rsk_prepare_unload() in the calling thread. */
 typedef void plugin_fini_fn(void);
+/* reps per-CPU adds in the calling thread, on the plugin's own slots (for
+ * tests/registration_unload.c); returns the adds that took the slow path. */
+typedef int plugin_use_fn(int reps);
 
 #endif

@@ -45,7 +45,7 @@ static void run_plugin(const char *path, const char *what, int round)
 	tap_ok(r.sum == r.expected, "%s %d: plugin's per-CPU adds exact (%ld == %ld)", what, round,
 	       r.sum, r.expected);
 	tap_ok(r.cpu_bad == 0, "%s %d: plugin's rsk_cpu() always a possible CPU", what, round);
-	if (mode->own_area) {
+	if (mode->owner == RSK_OWNER_LIBRARY) {
 		/* A dlopen'ed copy's own area is in dynamic TLS, at no fixed
 		 * offset from the thread pointer: it must not use it. */
 		tap_ok(!r.available && r.owner == RSK_OWNER_NONE,

@@ -3,8 +3,8 @@
 #
 # The registration modes as users meet them, through the environment:
 #   libc      default: glibc registers, rseqkit adopts its area
-#   library   GLIBC_TUNABLES=glibc.pthread.rseq=0: rseqkit registers
-#   own-area  the same plus RSEQKIT_OWN_AREA=1: rseqkit's own TLS area
+#   library   GLIBC_TUNABLES=glibc.pthread.rseq=0: rseqkit registers, in its own TLS area
+#   own-area  the same plus RSEQKIT_OWN_AREA=1 (the default, said explicitly)
 # checked with rseqkit-info --json and with a small program built here
 # against librseqkit.so (loaded at startup: its TLS is static, so the own
 # area is usable) and against librseqkit.a with -static.  Run from the
@@ -44,7 +44,7 @@ expect_owner() {
 	case $1 in libc) echo libc ;; *) echo library ;; esac
 }
 expect_reason() {
-	case $1 in libc) echo "registered by libc" ;; library) echo "libc's area" ;; own-area) echo "own area" ;; esac
+	case $1 in libc) echo "registered by libc" ;; *) echo "own area" ;; esac
 }
 
 tmp=$(mktemp -d) || exit 1
@@ -80,6 +80,7 @@ cat >"$tmp/prog.c" <<'EOF'
 #include <stdlib.h>
 #include <rseqkit/thread.h>
 #include <rseqkit/ops.h>
+#include <rseqkit/progress.h>
 
 #define THREADS 8
 #define ADDS 5000
@@ -124,9 +125,10 @@ int main(void)
 		pthread_join(th[t], NULL);
 	for (int c = 0; c < possible; c++)
 		sum += slots[c * 16];
-	printf("owner=%s reason=\"%s\" unregistered=%d fallbacks=%d sum=%ld expected=%ld\n",
+	printf("owner=%s reason=\"%s\" unregistered=%d fallbacks=%d sum=%ld expected=%ld "
+	       "abort_limit=%u\n",
 	       rsk_owner_name(st.owner), st.reason, unregistered, fallbacks, sum,
-	       (long)(THREADS + 1) * ADDS);
+	       (long)(THREADS + 1) * ADDS, rsk_abort_limit());
 	return sum == (long)(THREADS + 1) * ADDS ? 0 : 1;
 }
 EOF
@@ -154,6 +156,43 @@ for kind in shared static; do
 		ok $? "$kind [$mode]: every thread registered, no slow path"
 	done
 done
+
+# ---- invalid values: one warning each on stderr, naming the variable, the
+# value and what is used instead; valid values: silence ----
+# envcase EXPECT_STDERR_SUBSTRING EXPECT_STDOUT_SUBSTRING VAR=VALUE...
+envcase() {
+	want_err=$1
+	want_out=$2
+	shift 2
+	out=$(env -u GLIBC_TUNABLES -u RSEQKIT_OWN_AREA -u RSEQKIT_DISABLE -u RSEQKIT_ABORT_LIMIT "$@" \
+		"$tmp/prog-static" 2>"$tmp/err")
+	rc=$?
+	err=$(cat "$tmp/err")
+	lines=$(grep -c . "$tmp/err")
+	echo "# $* -> stderr: $err"
+	if [ -z "$want_err" ]; then
+		[ $rc -eq 0 ] && [ "$lines" -eq 0 ] && has "$out" "$want_out"
+		ok $? "$*: accepted silently ($want_out)"
+	else
+		[ $rc -eq 0 ] && [ "$lines" -eq 1 ] && has "$err" "$want_err" && has "$out" "$want_out"
+		ok $? "$*: one warning '$want_err', then $want_out"
+	fi
+}
+envcase "ignoring RSEQKIT_DISABLE=yes (expected 0 or 1; using 0)" "owner=libc" RSEQKIT_DISABLE=yes
+envcase "ignoring RSEQKIT_DISABLE=2 (expected 0 or 1; using 0)" "owner=libc" RSEQKIT_DISABLE=2
+envcase "" "owner=none" RSEQKIT_DISABLE=1
+envcase "" "owner=libc" RSEQKIT_DISABLE=0
+envcase "ignoring RSEQKIT_ABORT_LIMIT=abc (expected a number from 1 to 1073741824; using 16)" \
+	"abort_limit=16" RSEQKIT_ABORT_LIMIT=abc
+envcase "ignoring RSEQKIT_ABORT_LIMIT=0 (" "abort_limit=16" RSEQKIT_ABORT_LIMIT=0
+envcase "ignoring RSEQKIT_ABORT_LIMIT=5x (" "abort_limit=16" RSEQKIT_ABORT_LIMIT=5x
+envcase "ignoring RSEQKIT_ABORT_LIMIT=-3 (" "abort_limit=16" RSEQKIT_ABORT_LIMIT=-3
+envcase "" "abort_limit=5" RSEQKIT_ABORT_LIMIT=5
+envcase "ignoring RSEQKIT_OWN_AREA=yes (expected 0 or 1; using 1)" "owner=library" \
+	GLIBC_TUNABLES=glibc.pthread.rseq=0 RSEQKIT_OWN_AREA=yes
+envcase "ignoring RSEQKIT_OWN_AREA=0 (glibc's reserved area is no longer registered" \
+	"reason=\"registered by rseqkit (own area)" GLIBC_TUNABLES=glibc.pthread.rseq=0 RSEQKIT_OWN_AREA=0
+envcase "" "owner=library" GLIBC_TUNABLES=glibc.pthread.rseq=0 RSEQKIT_OWN_AREA=1
 
 echo "1..$n"
 [ "$failed" -eq 0 ]

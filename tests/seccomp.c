@@ -11,6 +11,15 @@
  *   register-eperm  the probe rseq(NULL, ...) passes, registering fails
  *                   with EPERM: rseq looks available, no thread can use it
  * and rseqkit-info --json is run under the ENOSYS and EPERM filters.
+ *
+ * The late-* variants install the filter at run time instead, in a thread
+ * that is registered already, which then creates threads (issue 14, item
+ * 7): with glibc's registration turned off (owners library - rseqkit's own
+ * area - and none) they must start and fall back; glibc would abort the
+ * process if rseqkit had registered glibc's area in their creator.  With
+ * glibc's registration on (owner libc) glibc itself registers each new
+ * thread and aborts when that fails: its rule, checked here so that the
+ * documentation stays true.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -29,14 +38,23 @@ struct variant {
 	int register_only;  /* let rseq(NULL, ...) probes through */
 	const char *mode;   /* environment (harness.h modes) */
 	int info;	    /* also run rseqkit-info under it */
+	int late;	    /* installed at run time by a registered thread (2: and
+			       RSEQKIT_DISABLE=1, owner none) */
 };
 
 static const struct variant variants[] = {
-	{ "enosys", ENOSYS, 0, "library", 1 },
-	{ "eperm", EPERM, 0, "library", 1 },
-	{ "enosys-libc", ENOSYS, 0, "libc", 1 },
-	{ "eperm-libc", EPERM, 0, "libc", 0 },
-	{ "register-eperm", EPERM, 1, "library", 0 },
+	{ "enosys", ENOSYS, 0, "library", 1, 0 },
+	{ "eperm", EPERM, 0, "library", 1, 0 },
+	{ "enosys-libc", ENOSYS, 0, "libc", 1, 0 },
+	{ "eperm-libc", EPERM, 0, "libc", 0, 0 },
+	{ "register-eperm", EPERM, 1, "library", 0, 0 },
+	{ "late-enosys", ENOSYS, 0, "library", 0, 1 },
+	{ "late-eperm", EPERM, 0, "library", 0, 1 },
+	{ "late-enosys-own-area", ENOSYS, 0, "own-area", 0, 1 },
+	{ "late-eperm-own-area", EPERM, 0, "own-area", 0, 1 },
+	{ "late-eperm-none", EPERM, 0, "library", 0, 2 },
+	{ "late-eperm-libc", EPERM, 0, "libc", 0, 1 },
+	{ "late-enosys-libc", ENOSYS, 0, "libc", 0, 1 },
 };
 #define N_VARIANTS (int)(sizeof(variants) / sizeof(variants[0]))
 
@@ -216,6 +234,99 @@ static void child_body(void)
 	       "a forked child falls back the same way");
 }
 
+/* ---- a filter installed at run time ---- */
+
+struct late_check {
+	int registered, cpu_ok, index, reg, counter_ok;
+};
+
+static void *late_thread(void *arg)
+{
+	struct late_check *t = arg;
+	struct rsk_status st;
+	intptr_t v = 0;
+	int c;
+
+	rsk_status(&st);
+	t->registered = st.thread_registered;
+	c = rsk_cpu();
+	t->cpu_ok = c >= 0 && c < rsk_possible_cpus();
+	t->index = rsk_index(RSK_INDEX_CPU);
+	t->reg = rsk_register();
+	t->counter_ok = rsk_add(RSK_INDEX_CPU, c, &v, 1) == RSK_ABORTED && v == 0;
+	return NULL;
+}
+
+static void late_body(void)
+{
+	struct rsk_status st;
+	int err = variant->err, none = variant->late == 2;
+	int owner = none ? RSK_OWNER_NONE : find_mode(variant->mode)->owner;
+
+	rsk_status(&st);
+	tap_ok((int)st.owner == owner, "before the filter: owner %s (%s)", rsk_owner_name(st.owner),
+	       st.reason);
+	if (!none)
+		tap_ok(rsk_register() == 0 && rsk_index(RSK_INDEX_CPU) >= 0,
+		       "before the filter: the creator is registered");
+	int e = install_filter(err, 0);
+	if (!tap_ok(e == 0, "filter installed at run time (%s)", e ? strerror(e) : "ok"))
+		return;
+	enum { NT = 4 };
+	pthread_t th[NT];
+	struct late_check tc[NT];
+	int started = 0, bad = 0;
+	fflush(stdout);
+	for (int t = 0; t < NT; t++)
+		if (pthread_create(&th[t], NULL, late_thread, &tc[t]) == 0)
+			started++;
+	for (int t = 0; t < started; t++) {
+		pthread_join(th[t], NULL);
+		if (tc[t].registered || !tc[t].cpu_ok || tc[t].index != -1 ||
+		    tc[t].reg != (none ? -ENOSYS : -err) || !tc[t].counter_ok)
+			bad++;
+	}
+	tap_ok(started == NT, "%d threads created under the filter", started);
+	tap_ok(bad == 0, "they are unregistered, rsk_cpu() valid, index -1, register -%d, adds abort",
+	       none ? ENOSYS : err);
+	if (!none)
+		tap_ok(rsk_index(RSK_INDEX_CPU) >= 0, "the creator is still registered");
+}
+
+static void set_disable(const void *arg)
+{
+	(void)arg;
+	setenv("RSEQKIT_DISABLE", "1", 1);
+}
+
+static void quiet_stderr(const void *arg)
+{
+	(void)arg;
+	int fd = open("/dev/null", O_WRONLY);
+	if (fd >= 0)
+		dup2(fd, STDERR_FILENO); /* glibc's "Fatal glibc error: ..." */
+}
+
+/* glibc's own rule (owner libc): the child must die of glibc's abort. */
+static void late_libc(const struct variant *v)
+{
+	static char out[8192];
+	char *argv[] = { (char *)"/proc/self/exe", (char *)"--child", (char *)v->name, NULL };
+	struct child_spec cs = { argv, find_mode(v->mode), quiet_stderr, NULL };
+	int status = 0;
+	char how[128];
+
+	if (run_capture(&cs, out, sizeof(out), &status) != 0) {
+		tap_ok(0, "[%s] cannot start", v->name);
+		return;
+	}
+	describe_status(status, how, sizeof(how));
+	tap_ok(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+	       "[%s] glibc registered the creator, so it aborts the process when it cannot register a "
+	       "new thread (%s)",
+	       v->name, how);
+}
+
 /* ---- rseqkit-info under the filter ---- */
 
 static int json_int(const char *json, const char *key, int *out)
@@ -290,7 +401,10 @@ int main(int argc, char **argv)
 				variant = &variants[i];
 		if (variant == NULL)
 			return 2;
-		child_body();
+		if (variant->late)
+			late_body();
+		else
+			child_body();
 		tap_plan(tap_n);
 		return tap_done();
 	}
@@ -325,8 +439,12 @@ int main(int argc, char **argv)
 	for (int i = 0; i < N_VARIANTS; i++) {
 		const struct variant *v = &variants[i];
 		char *cargv[] = { (char *)"/proc/self/exe", (char *)"--child", (char *)v->name, NULL };
-		struct child_spec cs = { cargv, find_mode(v->mode), pre_exec, v };
-		relay_child(v->name, &cs);
+		struct child_spec cs = { cargv, find_mode(v->mode),
+					 !v->late ? pre_exec : v->late == 2 ? set_disable : NULL, v };
+		if (v->late && find_mode(v->mode)->owner == RSK_OWNER_LIBC)
+			late_libc(v);
+		else
+			relay_child(v->name, &cs);
 		if (v->info) {
 			info_under(v, info);
 			stress_under(v, stress);

@@ -96,3 +96,46 @@ PLUGIN_EXPORT void plugin_fini(void)
 {
 	rsk_prepare_unload();
 }
+
+/* ---- for tests/registration_unload.c: sections run in the host's
+ * threads, which never call anything to prepare the unload ---- */
+
+static intptr_t use_slots[64 * 16];
+
+PLUGIN_EXPORT int plugin_use(int reps)
+{
+	int n = rsk_possible_cpus() < 64 ? rsk_possible_cpus() : 64, fallbacks = 0;
+
+	/* Makes the calling thread known to this copy (rsk_prepare_unload(3):
+	 * in a libc-owned process, threads that made no out-of-line call are
+	 * not). */
+	rsk_init();
+	for (int k = 0; k < reps; k++) {
+		for (;;) {
+			int cpu = rsk_index(RSK_INDEX_CPU);
+			if (cpu < 0 || cpu >= n) {
+				__atomic_add_fetch(&use_slots[0], 1, __ATOMIC_RELAXED);
+				fallbacks++;
+				break;
+			}
+			if (rsk_add(RSK_INDEX_CPU, cpu, &use_slots[cpu * 16], 1) == RSK_OK)
+				break;
+		}
+	}
+	return fallbacks;
+}
+
+#ifdef PLUGIN_SHARED
+/* src/runtime.c; declared in <rseqkit/thread.h> once that has it. */
+void rsk_prepare_unload_object(const void *addr);
+
+/* A plugin that uses librseqkit.so: the library may stay loaded after the
+ * plugin is gone, so the plugin clears its own descriptors, in every
+ * thread, once, naming itself by the address of one of its functions.
+ * (rsk_prepare_unload() finds the caller from its return address, which a
+ * compiler that makes the call a tail call turns into ld.so's.) */
+__attribute__((destructor)) static void plugin_unload(void)
+{
+	rsk_prepare_unload_object((const void *)plugin_use);
+}
+#endif

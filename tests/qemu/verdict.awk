@@ -37,8 +37,8 @@ function json(key, m) {
 }
 function judge_info(c, want_owner, want_reason, want_size) {
 	want_owner = c == "libc" ? "libc" : "library"
-	want_reason = c == "libc" ? "libc" : c == "library" ? "libc's area" : "own area"
-	want_size = c == "own-area" && fs > 32 ? fs : 32
+	want_reason = c == "libc" ? "libc" : "own area"
+	want_size = c != "libc" && fs > 32 ? fs : 32
 	check(c, json("available") == "true", "available: " json("available") " (" json("reason") ")")
 	check(c, json("owner") == want_owner, "owner " json("owner") ", want " want_owner)
 	check(c, index(json("reason"), want_reason) > 0, "reason '" json("reason") "'")
