@@ -625,6 +625,7 @@ static int update_locked(struct rsk_mempool *p, intptr_t *ctr, int idx, intptr_t
 	if (err != 0)
 		return err;
 	cur = __atomic_load_n(c, __ATOMIC_RELAXED);
+	RSK_INJECT_C(8); /* the window that only the gate protects */
 	if (old != NULL)
 		*old = cur;
 	else

@@ -67,6 +67,24 @@ static void pin(int cpu)
 
 static cpu_set_t allowed;
 
+/* Injection (the test build): at 7, in rsk_pcounter_add between the index
+ * and the section, yield now and then (stale indices, aborts); at 8, in
+ * the gated load-store of the slow path and exchange, sleep so that an
+ * unprotected window would lose adds. */
+static int inject_on;
+
+void rsk_inject_hook(int point)
+{
+	static __thread unsigned n;
+
+	if (!__atomic_load_n(&inject_on, __ATOMIC_RELAXED))
+		return;
+	if (point == 7 && ++n % 64 == 0)
+		sched_yield();
+	else if (point == 8)
+		usleep(50);
+}
+
 /* --- stderr capture, for the robust-mode reports ------------------------ */
 
 static int saved_err = -1;
@@ -437,18 +455,42 @@ static void accounting(void)
 		tap_ok(1, "# SKIP cid mode accounting: no mm_cid here");
 		return;
 	}
-	p = make(8, 0, RSK_INDEX_CID, 0);
-	c = rsk_mempool_zalloc(p);
-	for (int k = 0; k < ncpu; k++) {
-		pin(cpus[k]);
-		for (int i = 0; i < 100; i++)
-			rsk_pcounter_add(p, c, 1);
+	/* In a fresh child: its only thread has concurrency id 0 wherever it
+	 * runs, so one copy is committed however many CPUs it visits. */
+	int pfd[2];
+	pid_t pid;
+	if (pipe(pfd) != 0 || (pid = fork()) < 0) {
+		tap_ok(0, "cid mode accounting: cannot fork");
+		return;
 	}
-	rsk_pcounter_sum(p, c, &s);
-	tap_ok(p->mode == RSK_INDEX_CID && s == 100 * ncpu && committed(p) == (size_t)page,
-	       "cid mode: one thread on %d CPU(s) commits one copy (%zu bytes of %d copies)", ncpu, committed(p),
-	       p->nr);
-	rsk_mempool_destroy(p);
+	if (pid == 0) {
+		long res[4] = {0, 0, 0, 0}; /* sum, committed, indices seen (bits), mode */
+		p = make(8, 0, RSK_INDEX_CID, 0);
+		c = rsk_mempool_zalloc(p);
+		for (int k = 0; k < ncpu; k++) {
+			pin(cpus[k]);
+			for (int i = 0; i < 100; i++) {
+				int idx = rsk_pcounter_add(p, c, 1);
+				if (idx >= 0 && idx < 63)
+					res[2] |= 1l << idx;
+			}
+		}
+		rsk_pcounter_sum(p, c, &s);
+		res[0] = (long)s;
+		res[1] = (long)committed(p);
+		res[3] = p->mode;
+		if (write(pfd[1], res, sizeof(res)) != (ssize_t)sizeof(res))
+			_exit(1);
+		_exit(0);
+	}
+	long res[4] = {0, 0, 0, 0};
+	close(pfd[1]);
+	int got = read(pfd[0], res, sizeof(res)) == (ssize_t)sizeof(res);
+	close(pfd[0]);
+	waitpid(pid, NULL, 0);
+	tap_ok(got && res[3] == RSK_INDEX_CID && res[0] == 100 * ncpu && res[2] == 1 && res[1] == page,
+	       "cid mode: a one-thread process on %d CPU(s) uses copy 0 only (indices 0x%lx) and commits "
+	       "one page of %d copies (%ld bytes)", ncpu, res[2], rsk_possible_cpus(), res[1]);
 	sched_setaffinity(0, sizeof(allowed), &allowed);
 }
 
@@ -724,18 +766,25 @@ struct conc {
 	struct rsk_mempool *p;
 	intptr_t *ctr[3];
 	long reps;
-	int stop;
+	int stop, exchanges, drainer_done;
 	intptr_t drained;
+	long done; /* rounds of adds, all threads */
 };
 
+/* At least reps rounds, and on until the drainer has exchanged 20 times
+ * (so that adds and exchanges overlap however the threads are scheduled). */
 static void *conc_adder(void *arg)
 {
 	struct conc *c = arg;
+	long r;
 
-	for (long r = 0; r < c->reps; r++)
+	for (r = 0; r < c->reps || (__atomic_load_n(&c->exchanges, __ATOMIC_ACQUIRE) < 20 &&
+				    !__atomic_load_n(&c->drainer_done, __ATOMIC_ACQUIRE) && r < 1000 * c->reps);
+	     r++)
 		for (int i = 0; i < 3; i++)
 			if (rsk_pcounter_add(c->p, c->ctr[i], i + 1) < 0)
 				return (void *)1;
+	__atomic_fetch_add(&c->done, r, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -746,9 +795,12 @@ static void *conc_drainer(void *arg)
 
 	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
 		intptr_t old;
-		if (rsk_pcounter_exchange(c->p, c->ctr[0], idx, 0, &old) != 0)
+		if (rsk_pcounter_exchange(c->p, c->ctr[0], idx, 0, &old) != 0) {
+			__atomic_store_n(&c->drainer_done, 1, __ATOMIC_RELEASE);
 			return (void *)1;
+		}
 		c->drained += old;
+		__atomic_fetch_add(&c->exchanges, 1, __ATOMIC_RELEASE);
 		idx = (idx + 1) % c->p->nr;
 		usleep(200);
 	}
@@ -760,12 +812,15 @@ static void concurrent(enum rsk_index_mode mode, const char *mn)
 	enum { THREADS = 4 };
 	struct rsk_mempool *p = make(24, 0, mode, 0);
 	intptr_t *obj = rsk_mempool_zalloc(p); /* three counters in one object */
-	struct conc c = {p, {&obj[0], &obj[1], &obj[2]}, disabled ? 20000 : 200000, 0, 0};
+	struct conc c = {p, {&obj[0], &obj[1], &obj[2]}, disabled ? 10000 : 50000, 0, 0, 0, 0, 0};
 	pthread_t t[THREADS], d;
 	intptr_t s[3];
 	int bad = 0;
 	void *r;
 
+	struct rsk_stats st0, st1;
+	rsk_stats_process(&st0);
+	__atomic_store_n(&inject_on, 1, __ATOMIC_RELAXED);
 	pthread_create(&d, NULL, conc_drainer, &c);
 	for (int i = 0; i < THREADS; i++)
 		pthread_create(&t[i], NULL, conc_adder, &c);
@@ -775,14 +830,19 @@ static void concurrent(enum rsk_index_mode mode, const char *mn)
 	}
 	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(d, &r);
+	__atomic_store_n(&inject_on, 0, __ATOMIC_RELAXED);
 	bad |= r != NULL;
 	for (int i = 0; i < 3; i++)
 		rsk_pcounter_sum(p, c.ctr[i], &s[i]);
-	long want = (long)THREADS * c.reps;
+	long want = c.done;
+	rsk_stats_process(&st1);
+	tap_diag("%s: %llu aborts, %llu slow paths, %llu fences, %llu gate waits", mn,
+		 (unsigned long long)(st1.aborts - st0.aborts), (unsigned long long)(st1.slow_paths - st0.slow_paths),
+		 (unsigned long long)(st1.fences - st0.fences), (unsigned long long)(st1.gate_waits - st0.gate_waits));
 	tap_ok(!bad && s[0] + c.drained == want && s[1] == 2 * want && s[2] == 3 * want,
-	       "%s: %d threads x %ld adds on 3 counters in one object, a drainer exchanging: exact "
-	       "(%ld + %ld drained, %ld, %ld)",
-	       mn, THREADS, c.reps, (long)s[0], (long)c.drained, (long)s[1], (long)s[2]);
+	       "%s: %d threads, %ld rounds of adds on 3 counters in one object, a drainer exchanging "
+	       "%d times: exact (%ld + %ld drained, %ld, %ld)",
+	       mn, THREADS, c.done, c.exchanges, (long)s[0], (long)c.drained, (long)s[1], (long)s[2]);
 	rsk_mempool_destroy(p);
 }
 

@@ -100,7 +100,8 @@
  * pool not destroyed before librseqkit is unloaded is leaked.
  *
  * Injection points (test builds): rsk_pcounter_add - 7 between reading the
- * index and the section.
+ * index and the section; its slow path and rsk_pcounter_exchange - 8
+ * between the load and the store made under the gate.
  */
 #ifndef RSEQKIT_MEMPOOL_H
 #define RSEQKIT_MEMPOOL_H
