@@ -69,9 +69,10 @@ static cpu_set_t allowed;
 
 /* Injection (the test build): at 7, in rsk_pcounter_add between the index
  * and the section, yield now and then (stale indices, aborts); at 8, in
- * the gated load-store of the slow path and exchange, sleep so that an
+ * the gated load-store of rsk_pcounter_exchange, sleep so that an
  * unprotected window would lose adds. */
 static int inject_on;
+static __thread int in_drainer; /* only the exchanges sleep in their window */
 
 void rsk_inject_hook(int point)
 {
@@ -81,7 +82,7 @@ void rsk_inject_hook(int point)
 		return;
 	if (point == 7 && ++n % 64 == 0)
 		sched_yield();
-	else if (point == 8)
+	else if (point == 8 && in_drainer)
 		usleep(50);
 }
 
@@ -793,6 +794,7 @@ static void *conc_drainer(void *arg)
 	struct conc *c = arg;
 	int idx = 0;
 
+	in_drainer = 1;
 	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
 		intptr_t old;
 		if (rsk_pcounter_exchange(c->p, c->ctr[0], idx, 0, &old) != 0) {
