@@ -814,7 +814,7 @@ static void concurrent(enum rsk_index_mode mode, const char *mn)
 	enum { THREADS = 4 };
 	struct rsk_mempool *p = make(24, 0, mode, 0);
 	intptr_t *obj = rsk_mempool_zalloc(p); /* three counters in one object */
-	struct conc c = {p, {&obj[0], &obj[1], &obj[2]}, disabled ? 10000 : 50000, 0, 0, 0, 0, 0};
+	struct conc c = {p, {&obj[0], &obj[1], &obj[2]}, disabled || under_valgrind ? 10000 : 50000, 0, 0, 0, 0, 0};
 	pthread_t t[THREADS], d;
 	intptr_t s[3];
 	int bad = 0;
@@ -938,6 +938,10 @@ int main(int argc, char **argv)
 	int child = argc > 1 && strcmp(argv[1], "--child") == 0;
 	const char *e = getenv("RSEQKIT_DISABLE");
 
+	if (argc > 1 && strcmp(argv[1], "--help") == 0) {
+		printf("usage: %s [--valgrind | --child]\n", argv[0]);
+		return 0;
+	}
 	under_valgrind = argc > 1 && strcmp(argv[1], "--valgrind") == 0;
 	disabled = e != NULL && e[0] == '1';
 	page = sysconf(_SC_PAGESIZE);
