@@ -13,6 +13,10 @@
  *
  * Every state change takes the pool's mutex.  A slot being initialised
  * outside the mutex is already marked in use, so nobody else touches it.
+ * The checks of the counter's readers and of for_each (is this pointer in
+ * a live object?) take no lock: the sorted array of ranges is replaced,
+ * never changed in place, when a range is added (the old arrays are freed
+ * at destroy), and the in-use bits are read and written atomically.
  */
 #include <dirent.h>
 #include <stdarg.h>
@@ -41,6 +45,11 @@ struct range {
 	uint64_t *dirty; /* slot handed out at least once (copies may be non-zero) */
 };
 
+struct retired {
+	struct retired *next;
+	struct range **ranges;
+};
+
 struct pool_impl {
 	struct rsk_mempool pub;
 	pthread_mutex_t lock;
@@ -50,8 +59,9 @@ struct pool_impl {
 	unsigned char *tmpl;
 	int (*init)(void *copy, int idx, void *arg);
 	void *init_arg;
-	struct range **ranges; /* sorted by base */
-	size_t nranges, cap_ranges;
+	struct range **ranges; /* sorted by base; replaced (release) when one is added */
+	size_t nranges;	       /* stored (release) after ranges */
+	struct retired *retired; /* former range arrays, freed at destroy */
 	size_t live;
 	unsigned long errors;
 	int numa_nodes; /* > 1: strides are bound to cpu_node[] */
@@ -183,21 +193,20 @@ static void numa_setup(struct pool_impl *pi)
 static struct range *range_new(struct pool_impl *pi)
 {
 	struct range *r, **nv;
+	struct retired *old;
 	size_t i;
 
 	if (pi->max_bytes && (pi->nranges + 1) * pi->range_bytes > pi->max_bytes)
 		return NULL;
-	if (pi->nranges == pi->cap_ranges) {
-		size_t cap = pi->cap_ranges ? 2 * pi->cap_ranges : 4;
-		nv = realloc(pi->ranges, cap * sizeof(*nv));
-		if (nv == NULL)
-			return NULL;
-		pi->ranges = nv;
-		pi->cap_ranges = cap;
-	}
+	nv = malloc((pi->nranges + 1) * sizeof(*nv));
+	old = malloc(sizeof(*old));
 	r = calloc(1, sizeof(*r));
-	if (r == NULL)
+	if (nv == NULL || old == NULL || r == NULL) {
+		free(nv);
+		free(old);
+		free(r);
 		return NULL;
+	}
 	r->used = calloc(pi->words, sizeof(uint64_t));
 	r->dirty = calloc(pi->words, sizeof(uint64_t));
 	r->base = mmap(NULL, pi->range_bytes, PROT_READ | PROT_WRITE,
@@ -208,6 +217,8 @@ static struct range *range_new(struct pool_impl *pi)
 		free(r->used);
 		free(r->dirty);
 		free(r);
+		free(nv);
+		free(old);
 		return NULL;
 	}
 	/* A huge page would commit 2 MiB of 32 CPUs' copies at the first write. */
@@ -217,10 +228,17 @@ static struct range *range_new(struct pool_impl *pi)
 	/* Bits beyond per_range in the last word: permanently in use. */
 	if (pi->per_range % BITS)
 		r->used[pi->words - 1] = ~0ull << (pi->per_range % BITS);
-	for (i = pi->nranges; i > 0 && pi->ranges[i - 1]->base > r->base; i--)
-		pi->ranges[i] = pi->ranges[i - 1];
-	pi->ranges[i] = r;
-	pi->nranges++;
+	/* A new sorted array, published before the count that covers it. */
+	for (i = 0; i < pi->nranges && pi->ranges[i]->base < r->base; i++)
+		nv[i] = pi->ranges[i];
+	nv[i] = r;
+	for (; i < pi->nranges; i++)
+		nv[i + 1] = pi->ranges[i];
+	old->ranges = pi->ranges;
+	old->next = pi->retired;
+	pi->retired = old;
+	__atomic_store_n(&pi->ranges, nv, __ATOMIC_RELEASE);
+	__atomic_store_n(&pi->nranges, pi->nranges + 1, __ATOMIC_RELEASE);
 	return r;
 }
 
@@ -232,28 +250,30 @@ static void range_free(struct pool_impl *pi, struct range *r)
 	free(r);
 }
 
-/* The range whose stride 0 contains ptr, or NULL.  Called locked. */
+/* The range whose stride 0 contains ptr, or NULL.  Needs no lock (see
+ * the top of the file). */
 static struct range *range_of(struct pool_impl *pi, const void *ptr, int *in_range)
 {
-	size_t lo = 0, hi = pi->nranges;
+	size_t lo = 0, hi = __atomic_load_n(&pi->nranges, __ATOMIC_ACQUIRE);
+	struct range **rs = __atomic_load_n(&pi->ranges, __ATOMIC_ACQUIRE);
 	const char *c = ptr;
 
 	*in_range = 0;
 	while (lo < hi) { /* last range with base <= c */
 		size_t mid = (lo + hi) / 2;
-		if (pi->ranges[mid]->base <= c)
+		if (rs[mid]->base <= c)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	if (lo == 0)
 		return NULL;
-	if (c >= pi->ranges[lo - 1]->base + pi->range_bytes)
+	if (c >= rs[lo - 1]->base + pi->range_bytes)
 		return NULL;
 	*in_range = 1;
-	if (c >= pi->ranges[lo - 1]->base + RSK_MEMPOOL_STRIDE)
+	if (c >= rs[lo - 1]->base + RSK_MEMPOOL_STRIDE)
 		return NULL; /* a copy other than 0 */
-	return pi->ranges[lo - 1];
+	return rs[lo - 1];
 }
 
 static char *slot_ptr(struct pool_impl *pi, struct range *r, size_t s)
@@ -266,7 +286,7 @@ enum where { SLOT_START, INSIDE_OBJECT };
 /*
  * Find the live slot of ptr.  Returns 0 with *rp, *sp set, -EINVAL (not
  * an object of the pool, with *what saying why), -EALREADY (a free slot).
- * Called locked.
+ * Called locked, or by readers without the lock (a stale answer then).
  */
 static int lookup(struct pool_impl *pi, const void *ptr, enum where w, struct range **rp, size_t *sp,
 		  const char **what)
@@ -292,7 +312,7 @@ static int lookup(struct pool_impl *pi, const void *ptr, enum where w, struct ra
 		return -EINVAL;
 	*rp = r;
 	*sp = s;
-	if (!(r->used[s / BITS] & (1ull << (s % BITS)))) {
+	if (!(__atomic_load_n(&r->used[s / BITS], __ATOMIC_ACQUIRE) & (1ull << (s % BITS)))) {
 		*what = "double free of";
 		return -EALREADY;
 	}
@@ -322,7 +342,7 @@ static char *take_slot(struct pool_impl *pi, int *was_dirty)
 			unsigned b = (unsigned)__builtin_ctzll(freebits);
 			size_t s = w * BITS + b;
 
-			r->used[w] |= 1ull << b;
+			__atomic_fetch_or(&r->used[w], 1ull << b, __ATOMIC_RELEASE);
 			*was_dirty = !!(r->dirty[w] & (1ull << b));
 			r->dirty[w] |= 1ull << b;
 			r->hint = w;
@@ -336,7 +356,7 @@ static char *take_slot(struct pool_impl *pi, int *was_dirty)
 
 static void give_back(struct pool_impl *pi, struct range *r, size_t s)
 {
-	r->used[s / BITS] &= ~(1ull << (s % BITS));
+	__atomic_fetch_and(&r->used[s / BITS], ~(1ull << (s % BITS)), __ATOMIC_RELEASE);
 	r->nfree++;
 	pi->live--;
 }
@@ -430,6 +450,12 @@ RSK_EXPORT int rsk_mempool_destroy(struct rsk_mempool *p)
 	for (size_t i = 0; i < pi->nranges; i++)
 		range_free(pi, pi->ranges[i]);
 	free(pi->ranges);
+	while (pi->retired != NULL) {
+		struct retired *next = pi->retired->next;
+		free(pi->retired->ranges);
+		free(pi->retired);
+		pi->retired = next;
+	}
 	free(pi->tmpl);
 	free(pi->cpu_node);
 	pthread_mutex_destroy(&pi->lock);
@@ -457,8 +483,9 @@ static void *alloc_common(struct rsk_mempool *p, int zero)
 		errno = ENOMEM;
 		return NULL;
 	}
-	/* The slot is ours: initialise its copies without the lock. */
-	for (int i = 0; i < p->nr; i++) {
+	/* The slot is ours: initialise its copies without the lock.  A slot
+	 * never handed out is zero in every copy already. */
+	for (int i = 0; i < p->nr && (dirty || (!zero && (pi->tmpl || pi->init))); i++) {
 		char *c = rsk_percpu_ptr(obj, i);
 
 		if (dirty && (pi->flags & RSK_MEMPOOL_ROBUST) && !all_bytes(c, p->size, 0) &&
@@ -528,17 +555,15 @@ RSK_EXPORT int rsk_mempool_free(struct rsk_mempool *p, void *obj)
 
 /* --- iteration and stats ------------------------------------------------ */
 
+/* Is ptr inside a live object?  No lock: a racing free makes the answer
+ * stale, as it would be a moment later anyway. */
 static int check_live(struct pool_impl *pi, const void *ptr)
 {
 	struct range *r;
 	const char *what;
 	size_t s;
-	int err;
 
-	pthread_mutex_lock(&pi->lock);
-	err = lookup(pi, ptr, INSIDE_OBJECT, &r, &s, &what);
-	pthread_mutex_unlock(&pi->lock);
-	return err ? -EINVAL : 0;
+	return lookup(pi, ptr, INSIDE_OBJECT, &r, &s, &what) ? -EINVAL : 0;
 }
 
 RSK_EXPORT int rsk_mempool_for_each(struct rsk_mempool *p, const void *ptr,
