@@ -162,6 +162,13 @@ check-cross:
 bench: all
 	$(BUILD)/bin/rseqkit-bench $(BENCH_ARGS)
 
+# Figures of the per-CPU memory pools, as ratios in one run (a separate
+# tool, not installed: tools/mempool-bench.c); built with the tests.
+.PHONY: bench-mempool
+bench-mempool: $(BUILD)/bin/mempool-bench
+	$(BUILD)/bin/mempool-bench $(BENCH_ARGS)
+tests: $(BUILD)/bin/mempool-bench
+
 PC_FILE := $(BUILD)/rseqkit.pc
 # Rewritten at every install: it records PREFIX, which may differ each time.
 .PHONY: $(PC_FILE)
