@@ -150,6 +150,12 @@ check-long: $(TEST_DEPS)
 check-kernels:
 	tests/qemu/check-kernels.sh $(KERNEL)
 
+# Per-CPU memory on two NUMA nodes: Debian's x86-64 kernel under qemu with
+# -numa, mempool.t --numa checking placement with move_pages(2).
+.PHONY: check-numa
+check-numa:
+	tests/qemu/mempool-numa.sh $(SUITE)
+
 # rseqkit on seven architectures: x86-64 (clang) and i386 natively,
 # aarch64, arm, ppc64le, s390x and riscv64 on Debian's kernels under
 # qemu-system (TCG), static cross-built tests as /init; one line per arch.

@@ -20,6 +20,8 @@
  *   - several pools at once; thread churn; exact sums of pool-backed
  *     counters under concurrent adds and exchanges;
  *   - all of it again in a child re-executed with RSEQKIT_DISABLE=1.
+ * "--numa" runs the placement checks alone, for tests/qemu/mempool-numa.sh
+ * on a machine of two nodes (with a negative control: RSK_MEMPOOL_NO_NUMA).
  * "--valgrind" runs the checks that mean something under valgrind (no
  * page accounting, no NUMA) for tests/mempool_valgrind.sh.
  */
@@ -524,36 +526,129 @@ static int node_of_cpu(int cpu)
 	return -1;
 }
 
-static void numa(void)
+/* Copies written by this thread (pinned to the first CPU we may use), so
+ * that first touch would put them all on its node: the pool's binding
+ * must put each on its own CPU's node.  Returns how many copies are on
+ * the wrong node, or -1 if move_pages cannot tell. */
+static int misplaced(unsigned flags, int *nodes_bound, int *distinct)
 {
-	struct rsk_mempool *p = make(64, 64, RSK_INDEX_CPU, 0);
+	struct rsk_mempool *p = make(64, 64, RSK_INDEX_CPU, flags);
 	struct rsk_mempool_stats st;
 	char *o = rsk_mempool_zalloc(p);
 	void *pages[CPU_SETSIZE];
-	int status[CPU_SETSIZE], n = 0, ok = 1, nodes_seen = 0;
+	int status[CPU_SETSIZE], n = 0, bad = 0, cpus[1];
 	long ret;
 
-	/* Written by this thread, wherever it runs: binding decides. */
+	cpus_of(cpus, 1);
+	pin(cpus[0]);
 	for (int i = 0; i < p->nr && i < CPU_SETSIZE; i++) {
 		o[(size_t)i * RSK_MEMPOOL_STRIDE] = 1;
 		pages[n++] = o + (size_t)i * RSK_MEMPOOL_STRIDE;
 	}
+	sched_setaffinity(0, sizeof(allowed), &allowed);
 	rsk_mempool_stats(p, &st);
+	*nodes_bound = st.numa_nodes;
+	*distinct = 0;
 	ret = syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0);
-	if (ret != 0) {
-		tap_ok(1, "# SKIP move_pages: %s", strerror(errno));
-	} else {
-		for (int i = 0; i < n; i++) {
-			int want = node_of_cpu(i);
-			if (want < 0)
-				continue; /* possible but absent CPU */
-			nodes_seen += status[i] != status[0];
-			ok &= status[i] == want;
-		}
-		tap_ok(ok, "move_pages: every CPU's copy is on that CPU's node (%d node(s) bound by the pool)",
-		       st.numa_nodes);
+	for (int i = 0; ret == 0 && i < n; i++) {
+		int want = node_of_cpu(i);
+		if (want < 0)
+			continue; /* possible but absent CPU */
+		*distinct += status[i] != status[0];
+		bad += status[i] != want;
 	}
-	(void)nodes_seen;
+	rsk_mempool_destroy(p);
+	return ret == 0 ? bad : -1;
+}
+
+static void numa(int require_nodes)
+{
+	int bound, distinct, bad = misplaced(0, &bound, &distinct);
+
+	if (bad < 0) {
+		tap_ok(!require_nodes, "# SKIP move_pages: %s", strerror(errno));
+		return;
+	}
+	tap_ok(bad == 0, "move_pages: every CPU's copy is on that CPU's node (%d node(s) bound by the pool, "
+	       "copies on %d other node(s) than copy 0's)", bound, distinct);
+	if (!require_nodes)
+		return;
+	tap_ok(bound >= 2, "the pool binds its strides to %d nodes", bound);
+	/* Negative control: without the binding, first touch by one thread
+	 * puts every copy on that thread's node, and the check sees it. */
+	int nb = misplaced(RSK_MEMPOOL_NO_NUMA, &bound, &distinct);
+	tap_ok(nb > 0 && bound == 0, "negative control, RSK_MEMPOOL_NO_NUMA: %d copies on the wrong node", nb);
+}
+
+/* The row of the issue's "committed memory of a cid pool used by 2 threads
+ * on a machine with 64 possible CPUs" (tests/qemu/mempool-numa.sh boots
+ * with -smp 2,maxcpus=64): 10,000 pool-backed counters in CID mode, two
+ * threads adding to each, against 10,000 rsk_counters (RSS growth). */
+static long rss(void)
+{
+	long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f != NULL) {
+		if (fscanf(f, "%ld %ld", &size, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	return res * page;
+}
+
+static void *cid_adder(void *arg)
+{
+	struct adder *a = arg;
+
+	for (int i = 0; i < a->n; i++)
+		rsk_pcounter_add(a->p, a->ctr[i], 1);
+	return NULL;
+}
+
+static void cid_figure(void)
+{
+	enum { N = 10000 };
+	static intptr_t *ctr[N];
+	static struct rsk_counter *rc[N];
+	struct rsk_mempool *p = make(8, 0, RSK_INDEX_CID, 0);
+	struct rsk_mempool_stats st;
+	struct adder a = {p, ctr, N, -1, 1};
+	pthread_t t[2];
+	intptr_t total = 0, s;
+	long r0;
+
+	char buf[128] = "";
+	FILE *f = fopen("/sys/devices/system/cpu/possible", "r");
+	if (f != NULL) {
+		if (fgets(buf, sizeof(buf), f) == NULL)
+			buf[0] = 0;
+		fclose(f);
+	}
+	tap_diag("possible CPUs (sysfs): %s", buf);
+	for (int i = 0; i < N; i++)
+		ctr[i] = rsk_mempool_zalloc(p);
+	pthread_create(&t[0], NULL, cid_adder, &a);
+	pthread_create(&t[1], NULL, cid_adder, &a);
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+	for (int i = 0; i < N; i++) {
+		rsk_pcounter_sum(p, ctr[i], &s);
+		total += s;
+	}
+	rsk_mempool_stats(p, &st);
+	memset(rc, 0, sizeof(rc));
+	r0 = rss();
+	for (int i = 0; i < N && rsk_counter_create(&rc[i], RSK_INDEX_CID) == 0; i++)
+		rsk_counter_add(rc[i], 1);
+	long counter_bytes = rss() - r0;
+	tap_ok(total == 2 * N && st.committed_bytes <= 2 * pages_per_copy(N, st.items_per_range, 8) * (size_t)page,
+	       "cid pool, 2 threads, %d possible CPUs (mode %s): 10,000 counters commit %zu bytes of %zu "
+	       "reserved; 10,000 rsk_counters: %ld bytes (ratio %.4f)",
+	       p->nr, p->mode == RSK_INDEX_CID ? "cid" : "cpu", st.committed_bytes, st.reserved_bytes,
+	       counter_bytes, counter_bytes > 0 ? (double)st.committed_bytes / (double)counter_bytes : 0.0);
+	for (int i = 0; i < N; i++)
+		rsk_counter_destroy(rc[i]);
 	rsk_mempool_destroy(p);
 }
 
@@ -899,7 +994,7 @@ static void run_all(void)
 	forked();
 	accounting();
 	destroy_unmaps();
-	numa();
+	numa(0);
 }
 
 static void without_rseq(char **argv)
@@ -939,8 +1034,22 @@ int main(int argc, char **argv)
 	const char *e = getenv("RSEQKIT_DISABLE");
 
 	if (argc > 1 && strcmp(argv[1], "--help") == 0) {
-		printf("usage: %s [--valgrind | --child]\n", argv[0]);
+		printf("usage: %s [--valgrind | --numa | --cid-figure | --child]\n", argv[0]);
 		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "--cid-figure") == 0) {
+		page = sysconf(_SC_PAGESIZE);
+		cid_figure();
+		printf("1..%d\n", tap_n);
+		return tap_done();
+	}
+	if (argc > 1 && strcmp(argv[1], "--numa") == 0) {
+		/* tests/qemu/mempool-numa.sh, on a machine of two nodes */
+		page = sysconf(_SC_PAGESIZE);
+		sched_getaffinity(0, sizeof(allowed), &allowed);
+		numa(1);
+		printf("1..%d\n", tap_n);
+		return tap_done();
 	}
 	under_valgrind = argc > 1 && strcmp(argv[1], "--valgrind") == 0;
 	disabled = e != NULL && e[0] == '1';
