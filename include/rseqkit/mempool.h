@@ -265,21 +265,34 @@ int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, int ret
  * Precondition (not checked on the fast path): ctr is an intptr_t-aligned
  * word inside a live object of p.
  */
+/* Not API: one attempt in a mode known at compile time (so that each of
+ * rsk_index() and rsk_gated_add() folds to its one form). */
+static inline __attribute__((always_inline)) int
+rsk_pcounter_try_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, enum rsk_index_mode mode,
+		  int *idx)
+{
+	int i = rsk_index(mode);
+
+	if (__builtin_expect((unsigned)i >= (unsigned)p->nr, 0))
+		return RSK_STOPPED;
+	*idx = i;
+	RSK_INJECT_C(7);
+	return rsk_gated_add(mode, i, rsk_mempool_gate(p, i), rsk_percpu_ptr(ctr, i), v);
+}
+
 static inline __attribute__((always_inline)) int
 rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 {
-	int idx, ret = RSK_STOPPED;
+	int idx = -1, ret;
 
 	if (__builtin_expect(p == NULL || ctr == NULL, 0))
 		return -EINVAL;
-	idx = rsk_index(p->mode);
-	if (__builtin_expect((unsigned)idx < (unsigned)p->nr, 1)) {
-		RSK_INJECT_C(7);
-		ret = rsk_gated_add(p->mode, idx, rsk_mempool_gate(p, idx),
-				    rsk_percpu_ptr(ctr, idx), v);
-		if (__builtin_expect(ret == RSK_OK, 1))
-			return idx;
-	}
+	if (p->mode == RSK_INDEX_CPU)
+		ret = rsk_pcounter_try_(p, ctr, v, RSK_INDEX_CPU, &idx);
+	else
+		ret = rsk_pcounter_try_(p, ctr, v, RSK_INDEX_CID, &idx);
+	if (__builtin_expect(ret == RSK_OK, 1))
+		return idx;
 	return rsk_pcounter_slow_(p, ctr, v, ret);
 }
 
