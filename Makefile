@@ -153,6 +153,12 @@ check-long: $(TEST_DEPS)
 check-kernels:
 	tests/qemu/check-kernels.sh $(KERNEL)
 
+# Per-CPU memory on two NUMA nodes: Debian's x86-64 kernel under qemu with
+# -numa, mempool.t --numa checking placement with move_pages(2).
+.PHONY: check-numa
+check-numa:
+	tests/qemu/mempool-numa.sh $(SUITE)
+
 # rseqkit on seven architectures: x86-64 (clang) and i386 natively,
 # aarch64, arm, ppc64le, s390x and riscv64 on Debian's kernels under
 # qemu-system (TCG), static cross-built tests as /init; one line per arch.
@@ -177,6 +183,13 @@ $(INSN_LOOPS): tools/insn-loops.c tools/yardstick.h $(STATIC) $(LIB_HDR)
 insn-count: $(INSN_LOOPS)
 	$(INSN_LOOPS)
 	python3 tools/insn-count.py $(INSN_ARGS) --src tools/insn-loops.c --label "$$($(CC) --version | head -n 1), -O2" $(INSN_LOOPS)
+
+# Figures of the per-CPU memory pools, as ratios in one run (a separate
+# tool, not installed: tools/mempool-bench.c); built with the tests.
+.PHONY: bench-mempool
+bench-mempool: $(BUILD)/bin/mempool-bench
+	$(BUILD)/bin/mempool-bench $(BENCH_ARGS)
+tests: $(BUILD)/bin/mempool-bench
 
 PC_FILE := $(BUILD)/rseqkit.pc
 # Rewritten at every install: it records PREFIX, which may differ each time.

@@ -36,12 +36,13 @@ cpoints() {
 	b) echo 7 8 9 ;;
 	m) echo 7 8 ;;
 	p) echo 7 8 9 ;;
+	a) echo 7 8 ;;
 	esac
 }
 
 # Plan: per combination 1 + 6 asm points + 3 actions per C point.
 plan=0
-for t in s l b m i p; do
+for t in s l b m i p a; do
 	n=$(cpoints $t | wc -w)
 	plan=$((plan + 4 * (7 + 3 * n)))
 done
@@ -63,7 +64,7 @@ run() {
 	fi
 }
 
-for t in s l b m i p; do
+for t in s l b m i p a; do
 	for mode in cpu cid; do
 		for rel in "" -M; do
 			set -- -T $t -I $mode $rel -t $THREADS

@@ -34,7 +34,7 @@
 #define ITEMS_PER_THREAD 4
 
 struct options {
-	char test;		/* s l b m i r p */
+	char test;		/* s l b m i r p a */
 	long threads, reps;
 	enum rsk_index_mode mode;
 	int release;		/* -M */
@@ -113,6 +113,9 @@ static struct rsk_stack *stack;
 static struct rsk_ptrbuf *ptrbuf;
 static struct rsk_copybuf *copybuf;
 static struct rsk_pool *pool;
+/* -T a: three counters in one object of a per-CPU memory pool. */
+static struct rsk_mempool *apool;
+static intptr_t *aobj;
 static struct item *items;
 static long nitems;
 static pthread_barrier_t start_barrier;
@@ -259,6 +262,43 @@ static void pool_rep(struct worker *w, long rep, int n)
 		unexpected(w, "rsk_pool_trim", -EINVAL);
 }
 
+/* -T a, one repetition: add 1 to one of three pool-backed counters (the
+ * sum checks them); every 16th, exchange one copy of it to 0, as a
+ * cross-CPU reader would (gate + fence); every 64th, allocate a private
+ * object, which must come back zeroed whoever freed its slot last, add to
+ * two of its counters, check their sums and free it. */
+static void mempool_rep(struct worker *w, long rep)
+{
+	int k = (int)(rep % 3), ret;
+
+	account(w, rsk_pcounter_add(apool, &aobj[k], 1), "rsk_pcounter_add");
+	if (rep % 16 == 15) {
+		intptr_t old;
+		int cpu = (int)((w->id + rep / 16) % apool->nr);
+		if ((ret = rsk_pcounter_exchange(apool, &aobj[k], cpu, 0, &old)) < 0)
+			unexpected(w, "rsk_pcounter_exchange", ret);
+		else
+			__atomic_add_fetch(&drained, (long)old, __ATOMIC_RELAXED);
+	}
+	if (rep % 64 == 63) {
+		intptr_t *mine = rsk_mempool_zalloc(apool), s0 = -1, s2 = -1;
+		if (mine == NULL) {
+			unexpected(w, "rsk_mempool_zalloc", -errno);
+			return;
+		}
+		rsk_pcounter_add(apool, &mine[0], 1);
+		rsk_pcounter_add(apool, &mine[2], 2);
+		if (rsk_pcounter_sum(apool, &mine[0], &s0) != 0 || s0 != 1 ||
+		    rsk_pcounter_sum(apool, &mine[2], &s2) != 0 || s2 != 2) {
+			if (w->errors++ == 0)
+				fprintf(stderr, "rseqkit-stress: thread %ld: private counters %ld, %ld "
+					"(want 1, 2)\n", w->id, (long)s0, (long)s2);
+		}
+		if ((ret = rsk_mempool_free(apool, mine)) < 0)
+			unexpected(w, "rsk_mempool_free", ret);
+	}
+}
+
 /* Pop a batch of 1-3 items, push them back: the parts' counts move by
  * more than one, which is what makes a stale commit lose or duplicate. */
 #define BATCH 3
@@ -273,6 +313,9 @@ static void one_rep(struct worker *w, long rep)
 		break;
 	case 'p':
 		pool_rep(w, rep, n);
+		break;
+	case 'a':
+		mempool_rep(w, rep);
 		break;
 	case 'r': { /* owners: the same as i, l, b at once, one item each */
 		struct rsk_stack_node *node;
@@ -528,7 +571,7 @@ static int check_items(char kind, long first, long count, char *what, size_t len
 static void usage(FILE *f, const char *argv0)
 {
 	fprintf(f,
-		"usage: %s [-T s|l|b|m|i|r|p] [-t threads] [-r reps] [-1..-9 loops] [-m N]\n"
+		"usage: %s [-T s|l|b|m|i|r|p|a] [-t threads] [-r reps] [-1..-9 loops] [-m N]\n"
 		"       [-y] [-k] [-s ms] [-g us] [-I cpu|cid] [-M] [-d] [-D M] [-f N]\n"
 		"       [-c] [-v] [-h]\n"
 		"  -T test     s spinlock (sharded counter under the per-CPU lock),\n"
@@ -537,7 +580,9 @@ static void usage(FILE *f, const char *argv0)
 		"              r remote (owners add, pop and push while managers\n"
 		"              drain, move and reset other CPUs' parts),\n"
 		"              p pool (object pool: local and cross-thread alloc/free,\n"
-		"              drains and trims, an ownership token per object); default i\n"
+		"              drains and trims, an ownership token per object),\n"
+		"              a mempool (counters in a per-CPU memory pool, exchanged\n"
+		"              across CPUs, private objects allocated and freed); default i\n"
 		"  -t N        threads (default 200)\n"
 		"  -r N        repetitions per thread (default 5000)\n"
 		"  -1 .. -9 N  delay loops at injection point N (1-6 inside the asm,\n"
@@ -584,7 +629,7 @@ int main(int argc, char **argv)
 {
 	static const char *test_name[128] = {
 		['s'] = "spinlock", ['l'] = "list", ['b'] = "buffer", ['m'] = "memcpy",
-		['i'] = "increment", ['r'] = "remote", ['p'] = "pool",
+		['i'] = "increment", ['r'] = "remote", ['p'] = "pool", ['a'] = "mempool",
 	};
 	struct rsk_status st;
 	int check_only = 0, c, ret;
@@ -594,8 +639,8 @@ int main(int argc, char **argv)
 	while ((c = getopt(argc, argv, ":T:t:r:1:2:3:4:5:6:7:8:9:m:yks:g:I:MdD:f:cvh")) != -1) {
 		switch (c) {
 		case 'T':
-			if (strlen(optarg) != 1 || !strchr("slbmirp", optarg[0]))
-				BAD("-T wants one of s l b m i r p, not '%s'", optarg);
+			if (strlen(optarg) != 1 || !strchr("slbmirpa", optarg[0]))
+				BAD("-T wants one of s l b m i r p a, not '%s'", optarg);
 			opt.test = optarg[0];
 			break;
 		case 't':
@@ -709,6 +754,15 @@ int main(int argc, char **argv)
 		if (ret == 0)
 			mode = counter->mode;
 		break;
+	case 'a': {
+		struct rsk_mempool_config cfg = { .size = 3 * sizeof(intptr_t), .mode = opt.mode };
+		ret = rsk_mempool_create(&apool, &cfg);
+		if (ret == 0 && (aobj = rsk_mempool_zalloc(apool)) == NULL)
+			ret = -errno;
+		if (ret == 0)
+			mode = apool->mode;
+		break;
+	}
 	case 's':
 		ret = rsk_spinlock_create(&lock, opt.mode);
 		shards = aligned_alloc(128, sizeof(*shards) * (size_t)nr);
@@ -816,9 +870,16 @@ int main(int argc, char **argv)
 
 	char what[200] = "";
 	int failed = 0;
-	if (opt.test == 'i' || opt.test == 's' || opt.test == 'r') {
+	if (opt.test == 'i' || opt.test == 's' || opt.test == 'r' || opt.test == 'a') {
 		intptr_t sum = 0;
-		if (opt.test != 's') {
+		if (opt.test == 'a') {
+			for (int k = 0; k < 3; k++) {
+				intptr_t s = 0;
+				rsk_pcounter_sum(apool, &aobj[k], &s);
+				sum += s;
+			}
+			sum += drained; /* what the exchanges took out */
+		} else if (opt.test != 's') {
 			rsk_counter_sum(counter, &sum);
 			sum += drained; /* -T r: what the managers took out */
 		} else {
@@ -861,7 +922,7 @@ int main(int argc, char **argv)
 		long half = nitems / 2;
 		failed = check_items('l', 0, half, what, sizeof(what)) < 0 ||
 			 check_items('b', half, half, what, sizeof(what)) < 0;
-	} else if (!failed && opt.test != 'i' && opt.test != 's' && opt.test != 'p') {
+	} else if (!failed && opt.test != 'i' && opt.test != 's' && opt.test != 'p' && opt.test != 'a') {
 		failed = check_items(opt.test, 0, nitems, what, sizeof(what)) < 0;
 	}
 	if (!failed && errors) {
@@ -885,6 +946,8 @@ int main(int argc, char **argv)
 	rsk_copybuf_destroy(copybuf);
 	if (pool != NULL)
 		rsk_pool_destroy(pool);
+	if (apool != NULL)
+		rsk_mempool_destroy(apool);
 	free(handoff);
 	free(shards);
 	free(items);

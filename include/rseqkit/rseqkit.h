@@ -5,7 +5,8 @@
  * The umbrella header: registration and identity (thread.h), the
  * restartable primitive operations (ops.h), the per-CPU data structures
  * (percpu.h; counter.h, spinlock.h, stack.h, ptrbuf.h, copybuf.h,
- * pool.h).  See rseqkit(7).
+ * pool.h); per-CPU memory for your own data (mempool.h).  See
+ * rseqkit(7).
  */
 #ifndef RSEQKIT_RSEQKIT_H
 #define RSEQKIT_RSEQKIT_H
@@ -24,5 +25,6 @@
 #include <rseqkit/ptrbuf.h>
 #include <rseqkit/copybuf.h>
 #include <rseqkit/pool.h>
+#include <rseqkit/mempool.h>
 
 #endif /* RSEQKIT_RSEQKIT_H */

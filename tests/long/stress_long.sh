@@ -24,7 +24,7 @@ if ! "$STRESS" -c; then
 	exit 0
 fi
 
-echo "1..$((5 * 2 * 2 * (9 + 3 * 3 * 3)))"
+echo "1..$((6 * 2 * 2 * (9 + 3 * 3 * 3)))"
 n=0
 fails=0
 run() {
@@ -41,7 +41,7 @@ run() {
 	fi
 }
 
-for t in s l b m i; do
+for t in s l b m i a; do
 	for mode in cpu cid; do
 		for rel in "" -M; do
 			set -- -T $t -I $mode $rel

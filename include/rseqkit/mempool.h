@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/mempool.h - per-CPU memory for your own data (stride allocator),
+ * and a counter that lives in it.
+ *
+ * A mempool hands out per-CPU objects: one allocation gives every CPU (or
+ * concurrency id) its own copy of an object of the pool's size.  Copy i of
+ * the object at `obj` is at
+ *
+ *	rsk_percpu_ptr(obj, i)  ==  (char *)obj + ((size_t)i << RSK_MEMPOOL_SHIFT)
+ *
+ * inline arithmetic (a shift and an add, no memory load), so the address
+ * of the current CPU's copy can be the `v` of any primitive of
+ * <rseqkit/ops.h>.  `obj` itself is copy 0.  Interior pointers work too:
+ * rsk_percpu_ptr(&obj->field, i) is copy i of that field.
+ *
+ * Layout.  A pool is made of ranges; a range reserves nr x stride bytes of
+ * virtual memory (nr = rsk_possible_cpus(), stride = RSK_MEMPOOL_STRIDE =
+ * 64 KiB) with mmap(MAP_NORESERVE), copy i of its objects in the i-th
+ * stride.  One CPU's copies of all the pool's objects pack densely in its
+ * own pages and never share a cache line (or a page) with another CPU's.
+ * Nothing is committed up front: a page costs memory only once something
+ * writes it, so copies of CPUs (in RSK_INDEX_CID mode: of concurrency
+ * ids) that never write the pool cost nothing; reading an untouched copy
+ * maps the kernel's shared zero page.  When a range is full, the pool
+ * reserves another.  Why 64 KiB: it is a multiple of every page size in
+ * use (4 KiB, 16 KiB, 64 KiB on arm64 and ppc64), so no page is shared by
+ * two CPUs' copies and each stride can be bound to its CPU's NUMA node;
+ * it holds 8191 intptr_t objects per range; and 4096 possible CPUs
+ * reserve 256 MiB of address space per range, nothing of RAM.
+ *
+ * NUMA.  In RSK_INDEX_CPU mode on a machine with more than one memory
+ * node, each CPU's stride of every range is bound (mbind(MPOL_PREFERRED))
+ * to that CPU's node when the range is reserved, so copies land there
+ * whichever thread writes them first (the library's own zeroing or
+ * template copy included).  In RSK_INDEX_CID mode a concurrency id runs on
+ * any CPU: placement is by first touch.
+ *
+ * Initial values.  Every copy of a new object starts zeroed, as the
+ * template says (`init_template`: every copy starts as these `size`
+ * bytes), or as the init callback leaves it (called for every copy after
+ * the template, with the copy's index).  Zeroing writes nothing to fresh
+ * memory (mmap gives zero pages); a reused slot is re-zeroed only in the
+ * copies that are not zero already (read first), so untouched copies stay
+ * uncommitted.  A template or an init callback writes every copy of the
+ * object, which commits the object's page in every copy: use them when
+ * every copy will be used anyway.  rsk_mempool_zalloc() ignores both and
+ * zeroes.
+ *
+ * Robust pools (RSK_MEMPOOL_ROBUST).  A freed object's non-zero copies are
+ * filled with RSK_MEMPOOL_POISON bytes; when the slot is handed out again,
+ * a copy that is neither all zero nor all poison is reported as a write
+ * after free.  Freeing an object twice, freeing a pointer that is not an
+ * object of the pool, and objects still live at destroy are reported too.
+ * Each report is one line on standard error,
+ *	"rseqkit: mempool <pool>: <what> <pointer>"
+ * and the call returns an error code; nothing aborts.  Every pool (robust
+ * or not) rejects double frees and foreign pointers with an error code;
+ * only robust pools print, poison and check.
+ *
+ * Synchronization:
+ *
+ *   operation              may run concurrently with     ordering
+ *   ---------------------  ----------------------------  --------------------
+ *   rsk_percpu_ptr         everything                    pure arithmetic
+ *   rsk_mempool_alloc,     everything but destroy        pool mutex: the new
+ *   rsk_mempool_zalloc                                   object's initial
+ *                                                        copies are visible
+ *                                                        to any thread that
+ *                                                        gets the pointer
+ *                                                        through a release/
+ *                                                        acquire (or mutex)
+ *   rsk_mempool_free       everything but destroy, and   pool mutex; no
+ *                          anything on the same object   access to obj after
+ *   rsk_mempool_for_each   everything but destroy and    visits copies 0 ..
+ *                          free of the same object       nr-1 in order with
+ *                                                        the callback's own
+ *                                                        loads: not a
+ *                                                        snapshot (use the
+ *                                                        gate for exact
+ *                                                        per-copy reads)
+ *   rsk_mempool_stats      everything but destroy        a snapshot of the
+ *                                                        counts; committed
+ *                                                        bytes are sampled
+ *   rsk_pcounter_add       add, read, sum, exchange      relaxed
+ *   rsk_pcounter_read,     add, read, sum, exchange      relaxed loads; sum
+ *   rsk_pcounter_sum                                     is not a snapshot
+ *   rsk_pcounter_exchange  add, read, sum, exchange      exact: gate + fence
+ *   rsk_mempool_create     -                             -
+ *   rsk_mempool_destroy    nothing                       -
+ *
+ * Signals: rsk_percpu_ptr() and the fast path of rsk_pcounter_add() are
+ * async-signal-safe; everything else takes the pool's mutex or a gate
+ * (not async-signal-safe).  fork(): the child has a copy of every pool with
+ * the parent's values and may allocate, free and destroy, provided no
+ * other thread of the parent was inside a function of that pool at the
+ * fork (its mutex would stay locked, as with any mutex).  Thread exit: a
+ * pool keeps nothing per thread; the copies a thread wrote stay.
+ * dlclose(): a pool is ordinary mapped memory and outlives the code; a
+ * pool not destroyed before librseqkit is unloaded is leaked.
+ *
+ * Injection points (test builds): rsk_pcounter_add - 7 between reading the
+ * index and the section; its slow path and rsk_pcounter_exchange - 8
+ * between the load and the store made under the gate.
+ */
+#ifndef RSEQKIT_MEMPOOL_H
+#define RSEQKIT_MEMPOOL_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <rseqkit/thread.h>
+#include <rseqkit/ops.h>
+#include <rseqkit/progress.h>
+#include <rseqkit/inject.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Distance between two copies of an object: 1 << RSK_MEMPOOL_SHIFT bytes. */
+#define RSK_MEMPOOL_SHIFT  16
+#define RSK_MEMPOOL_STRIDE ((size_t)1 << RSK_MEMPOOL_SHIFT)
+/* Largest alignment; the largest size is RSK_MEMPOOL_STRIDE - align
+ * (the first align bytes of each range's strides are the pool's). */
+#define RSK_MEMPOOL_MAX_ALIGN ((size_t)4096)
+/* The byte freed copies of a robust pool are filled with. */
+#define RSK_MEMPOOL_POISON 0x5a
+
+/* rsk_mempool_config.flags */
+#define RSK_MEMPOOL_ROBUST  1u /* report misuse, poison freed copies */
+#define RSK_MEMPOOL_NO_NUMA 2u /* never mbind: first touch places the copies */
+
+/*
+ * rsk_percpu_ptr - copy `idx` of the per-CPU object (or field) at `ptr`,
+ * with ptr's type.  No check: idx must be in [0, pool->nr) and ptr inside
+ * a live object of a pool.  Two instructions once ptr and idx are in
+ * registers (a shift and an add).
+ */
+#ifdef __cplusplus /* +ptr: the pointer's type without top-level qualifiers */
+#define RSK_MEMPOOL_PTR_TYPE_(ptr) __typeof__(+(ptr))
+#else
+#define RSK_MEMPOOL_PTR_TYPE_(ptr) __typeof__(ptr)
+#endif
+#define rsk_percpu_ptr(ptr, idx) \
+	((RSK_MEMPOOL_PTR_TYPE_(ptr))((char *)(ptr) + ((size_t)(unsigned)(idx) << RSK_MEMPOOL_SHIFT)))
+
+struct rsk_mempool_config {
+	size_t size;		/* object size, 1 .. RSK_MEMPOOL_STRIDE - align */
+	size_t align;		/* power of two <= RSK_MEMPOOL_MAX_ALIGN; 0: 8 */
+	enum rsk_index_mode mode; /* RSK_INDEX_CID becomes CPU without mm_cid */
+	unsigned flags;		/* RSK_MEMPOOL_* */
+	size_t max_items;	/* live objects at most; 0: no limit */
+	size_t max_bytes;	/* address space reserved at most; 0: no limit */
+	const void *init_template; /* NULL, or size bytes every copy starts as */
+	/* NULL, or called for every copy of a new object (after the template):
+	 * copy, its index, init_arg.  A nonzero return fails the allocation
+	 * (errno = that value if positive, else EINVAL). */
+	int (*init)(void *copy, int idx, void *arg);
+	void *init_arg;
+};
+
+struct rsk_mempool_stats {
+	size_t live;		/* objects allocated and not freed */
+	size_t capacity;	/* objects the reserved ranges hold */
+	size_t ranges;		/* ranges reserved */
+	size_t reserved_bytes;	/* address space: ranges x nr x stride */
+	size_t committed_bytes;	/* of it, pages backed by memory (see the man page) */
+	size_t item_stride;	/* bytes per object in a copy (size rounded to align) */
+	size_t items_per_range;
+	size_t stride;		/* RSK_MEMPOOL_STRIDE */
+	int copies;		/* nr */
+	int numa_nodes;		/* nodes the strides are bound to (0: not bound) */
+	unsigned long errors;	/* misuse reported (robust) or rejected */
+};
+
+/* The public head of a pool; the rest is private. */
+struct rsk_mempool {
+	enum rsk_index_mode mode; /* read-only: the mode in effect */
+	int nr;			  /* read-only: copies per object */
+	intptr_t *gate;		  /* read-only: copy 0 of the pool's gate word */
+	size_t size;		  /* read-only: object size */
+};
+
+/*
+ * rsk_mempool_create - make a pool as *cfg says and store it in *out.
+ * Nothing is reserved until the first allocation.  Returns 0, -EINVAL (out
+ * or cfg NULL, size 0 or too large, align not 0 and not a power of two or
+ * > RSK_MEMPOOL_MAX_ALIGN, unknown mode or flag, a max_bytes below one
+ * range), -ENOMEM.
+ */
+int rsk_mempool_create(struct rsk_mempool **out, const struct rsk_mempool_config *cfg);
+
+/*
+ * rsk_mempool_destroy - unmap every range (munmap: all the memory goes back
+ * to the system) and free the pool, objects still live included.
+ * Returns 0, -EINVAL (p NULL), or in a robust pool -EBUSY when objects
+ * were still live (each reported on stderr; the pool is destroyed all the
+ * same).  No other call on p may run or follow.
+ */
+int rsk_mempool_destroy(struct rsk_mempool *p);
+
+/*
+ * rsk_mempool_alloc - a new object, every copy initialised as the pool's
+ * configuration says (zero, template, init callback).  Returns copy 0, or
+ * NULL with errno ENOMEM (max_items or max_bytes reached, or mmap failed),
+ * EINVAL (p NULL), or the init callback's error.
+ * rsk_mempool_zalloc - the same with every copy zeroed, whatever the
+ * template and callback.
+ */
+void *rsk_mempool_alloc(struct rsk_mempool *p);
+void *rsk_mempool_zalloc(struct rsk_mempool *p);
+
+/*
+ * rsk_mempool_free - give obj (copy 0, as allocated) back.  Returns 0,
+ * -EINVAL (p or obj NULL, obj not an object of this pool), -EALREADY (obj
+ * is already free).  Robust pools also report both on stderr and poison
+ * the freed copies that are not zero.
+ */
+int rsk_mempool_free(struct rsk_mempool *p, void *obj);
+
+/*
+ * rsk_mempool_for_each - call fn(copy, idx, arg) for idx = 0 .. nr-1 with
+ * copy = rsk_percpu_ptr(ptr, idx), in that order, until fn returns
+ * nonzero.  ptr is an object of the pool or a pointer inside one.
+ * Returns fn's nonzero value, 0 after the last copy, -EINVAL (p, ptr or fn
+ * NULL, ptr not inside a live object of p).  The pool's mutex is not held
+ * while fn runs.
+ */
+int rsk_mempool_for_each(struct rsk_mempool *p, const void *ptr,
+			 int (*fn)(void *copy, int idx, void *arg), void *arg);
+
+/*
+ * rsk_mempool_stats - fill *st.  committed_bytes counts the reserved pages
+ * that have memory of their own (written, or swapped out); pages that map
+ * the shared zero page (read, never written) are not counted.  Returns 0,
+ * -EINVAL (p or st NULL).
+ */
+int rsk_mempool_stats(struct rsk_mempool *p, struct rsk_mempool_stats *st);
+
+/* rsk_mempool_gate - the pool's gate word for index idx (in [0, nr)): one
+ * per copy of the pool, 8 bytes per CPU per pool, in the pool's first
+ * range.  Gated operations on the pool's data use it (see rsk_gated_add(3),
+ * rsk_gate_close(3)); every structure in the pool may share it. */
+static inline intptr_t *rsk_mempool_gate(const struct rsk_mempool *p, int idx)
+{
+	return rsk_percpu_ptr(p->gate, idx);
+}
+
+/*
+ * A counter that lives in a pool: any intptr_t inside a live object of the
+ * pool (an object of size sizeof(intptr_t), or a field of a larger one) is
+ * a per-CPU counter, 8 bytes per copy.  Its gate is the pool's.
+ */
+
+/* Not API: rsk_pcounter_add after a first attempt that returned ret. */
+int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, int ret);
+
+/*
+ * rsk_pcounter_add - add v (any sign) to the current CPU's copy of *ctr.
+ * Returns the index of that copy (>= 0), or -EINVAL (p or ctr NULL, or a
+ * slow path's fence failed: nothing added).  One gated restartable add on
+ * rsk_percpu_ptr(ctr, idx); without rseq, with the gate closed, or after
+ * rsk_abort_limit() aborts, the slow path adds under the gate.
+ * Precondition (not checked on the fast path): ctr is an intptr_t-aligned
+ * word inside a live object of p.
+ */
+/* Not API: one attempt in a mode known at compile time (so that each of
+ * rsk_index() and rsk_gated_add() folds to its one form). */
+static inline __attribute__((always_inline)) int
+rsk_pcounter_try_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, enum rsk_index_mode mode,
+		  int *idx)
+{
+	int i = rsk_index(mode);
+
+	if (__builtin_expect((unsigned)i >= (unsigned)p->nr, 0))
+		return RSK_STOPPED;
+	*idx = i;
+	RSK_INJECT_C(7);
+	return rsk_gated_add(mode, i, rsk_mempool_gate(p, i), rsk_percpu_ptr(ctr, i), v);
+}
+
+static inline __attribute__((always_inline)) int
+rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
+{
+	int idx = -1, ret;
+
+	if (__builtin_expect(p == NULL || ctr == NULL, 0))
+		return -EINVAL;
+	if (p->mode == RSK_INDEX_CPU)
+		ret = rsk_pcounter_try_(p, ctr, v, RSK_INDEX_CPU, &idx);
+	else
+		ret = rsk_pcounter_try_(p, ctr, v, RSK_INDEX_CID, &idx);
+	if (__builtin_expect(ret == RSK_OK, 1))
+		return idx;
+	return rsk_pcounter_slow_(p, ctr, v, ret);
+}
+
+/*
+ * rsk_pcounter_read - *value = copy idx of *ctr.  rsk_pcounter_sum - *sum
+ * = the sum of all copies (wrapping, computed unsigned).
+ * rsk_pcounter_exchange - replace copy idx with value and store the old
+ * one in *old, exactly, while other threads keep adding (gate + fence).
+ * Return 0, -EINVAL (NULL argument, idx outside [0, nr), ctr not inside a
+ * live object of p, or the fence failed: nothing changed).
+ */
+int rsk_pcounter_read(struct rsk_mempool *p, const intptr_t *ctr, int idx, intptr_t *value);
+int rsk_pcounter_sum(struct rsk_mempool *p, const intptr_t *ctr, intptr_t *sum);
+int rsk_pcounter_exchange(struct rsk_mempool *p, intptr_t *ctr, int idx, intptr_t value,
+			  intptr_t *old);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RSEQKIT_MEMPOOL_H */

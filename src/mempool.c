@@ -1,0 +1,732 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-CPU memory pools (mempool.h): ranges, slots, initial values, robust
+ * checks, committed-memory accounting, NUMA binding, and the slow paths of
+ * the pool-backed counter.
+ *
+ * A range is one mmap of nr x RSK_MEMPOOL_STRIDE bytes.  Its first `hdr`
+ * bytes of every stride belong to the pool (in the first range: the gate
+ * word of that copy); then come the slots, `slot` bytes apart.  The object
+ * pointer handed out is the slot's address in stride 0.  Bookkeeping (two
+ * bitmaps per range: in use, ever handed out) lives in malloc'ed memory,
+ * never in the range, so a range holds nothing but the users' copies.
+ *
+ * Every state change takes the pool's mutex.  A slot being initialised
+ * outside the mutex is already marked in use, so nobody else touches it.
+ * The checks of the counter's readers and of for_each (is this pointer in
+ * a live object?) take no lock: the sorted array of ranges is replaced,
+ * never changed in place, when a range is added (the old arrays are freed
+ * at destroy), and the in-use bits are read and written atomically.
+ */
+#include <dirent.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include "internal.h"
+#include <rseqkit/mempool.h>
+
+#define BITS 64
+#define MPOL_PREFERRED_ 1 /* <linux/mempolicy.h>, not needed as a header */
+#define MAX_NODES 1024
+#define MAX_REPORTED_LEAKS 16
+
+struct range {
+	char *base;	 /* nr x stride bytes */
+	size_t nfree;	 /* free slots */
+	size_t hint;	 /* a bitmap word that may have a free slot */
+	uint64_t *used;	 /* slot in use */
+	uint64_t *dirty; /* slot handed out at least once (copies may be non-zero) */
+};
+
+struct retired {
+	struct retired *next;
+	struct range **ranges;
+};
+
+struct pool_impl {
+	struct rsk_mempool pub;
+	pthread_mutex_t lock;
+	unsigned flags;
+	size_t align, slot, hdr, per_range, words; /* words: bitmap words per range */
+	size_t range_bytes, max_items, max_bytes;
+	unsigned char *tmpl;
+	int (*init)(void *copy, int idx, void *arg);
+	void *init_arg;
+	struct range **ranges; /* sorted by base; replaced (release) when one is added */
+	size_t nranges;	       /* stored (release) after ranges */
+	struct retired *retired; /* former range arrays, freed at destroy */
+	size_t live;
+	unsigned long errors;
+	int numa_nodes; /* > 1: strides are bound to cpu_node[] */
+	int *cpu_node;
+};
+
+static struct pool_impl *impl_of(struct rsk_mempool *p)
+{
+	return (struct pool_impl *)p;
+}
+
+__attribute__((format(printf, 2, 3))) static void report(struct pool_impl *pi, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* One write per report, so that lines of several threads stay whole. */
+	fprintf(stderr, "rseqkit: mempool %p: %s\n", (void *)pi, msg);
+}
+
+static int all_bytes(const void *mem, size_t n, unsigned char b)
+{
+	const unsigned char *c = mem;
+	uint64_t w = 0x0101010101010101ull * b;
+	size_t i = 0;
+
+	/* Copies are at least 8-aligned when n >= 8 (slot 0 is at hdr >= 8). */
+	if (((uintptr_t)c & 7) == 0)
+		for (; i + 8 <= n; i += 8)
+			if (*(const uint64_t *)(const void *)(c + i) != w)
+				return 0;
+	for (; i < n; i++)
+		if (c[i] != b)
+			return 0;
+	return 1;
+}
+
+/* --- topology: memory nodes and the node of each CPU --------------------- */
+
+static int count_list(const char *path)
+{
+	char buf[4096];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
+	ssize_t len;
+	char *s, *end;
+
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return 0;
+	buf[len] = 0;
+	for (s = buf; *s >= '0' && *s <= '9';) {
+		long a = strtol(s, &end, 10), b = a;
+		if (*end == '-')
+			b = strtol(end + 1, &end, 10);
+		if (b >= a)
+			n += (int)(b - a + 1);
+		if (*end != ',')
+			break;
+		s = end + 1;
+	}
+	return n;
+}
+
+static int node_of_cpu(int cpu)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int node = -1;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d", cpu);
+	d = opendir(path);
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, "node", 4) == 0 && e->d_name[4] >= '0' && e->d_name[4] <= '9') {
+			node = atoi(e->d_name + 4);
+			break;
+		}
+	closedir(d);
+	return node;
+}
+
+/* Bind each CPU's stride of a fresh range to that CPU's node. */
+static void bind_range(struct pool_impl *pi, char *base)
+{
+	unsigned long mask[MAX_NODES / (8 * sizeof(unsigned long))];
+
+	for (int i = 0; i < pi->pub.nr && pi->numa_nodes > 1; i++) {
+		int node = pi->cpu_node[i];
+
+		if (node < 0 || node >= MAX_NODES)
+			continue;
+		memset(mask, 0, sizeof(mask));
+		mask[node / (8 * sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
+		/* maxnode counts one past the last bit the kernel reads. */
+		if (syscall(SYS_mbind, base + (size_t)i * RSK_MEMPOOL_STRIDE, RSK_MEMPOOL_STRIDE,
+			    MPOL_PREFERRED_, mask, (unsigned long)MAX_NODES + 1, 0ul) != 0)
+			pi->numa_nodes = 0; /* seccomp, no NUMA in the kernel: first touch */
+	}
+}
+
+static void numa_setup(struct pool_impl *pi)
+{
+	int nodes;
+
+	pi->numa_nodes = 0;
+	if ((pi->flags & RSK_MEMPOOL_NO_NUMA) || pi->pub.mode != RSK_INDEX_CPU)
+		return;
+	nodes = count_list("/sys/devices/system/node/has_memory");
+	if (nodes < 2)
+		return;
+	pi->cpu_node = malloc((size_t)pi->pub.nr * sizeof(int));
+	if (pi->cpu_node == NULL)
+		return;
+	for (int i = 0; i < pi->pub.nr; i++)
+		pi->cpu_node[i] = node_of_cpu(i);
+	pi->numa_nodes = nodes;
+}
+
+/* --- ranges and slots ------------------------------------------------------ */
+
+static struct range *range_new(struct pool_impl *pi)
+{
+	struct range *r, **nv;
+	struct retired *old;
+	size_t i;
+
+	if (pi->max_bytes && (pi->nranges + 1) * pi->range_bytes > pi->max_bytes)
+		return NULL;
+	nv = malloc((pi->nranges + 1) * sizeof(*nv));
+	old = malloc(sizeof(*old));
+	r = calloc(1, sizeof(*r));
+	if (nv == NULL || old == NULL || r == NULL) {
+		free(nv);
+		free(old);
+		free(r);
+		return NULL;
+	}
+	r->used = calloc(pi->words, sizeof(uint64_t));
+	r->dirty = calloc(pi->words, sizeof(uint64_t));
+	r->base = mmap(NULL, pi->range_bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r->used == NULL || r->dirty == NULL || r->base == MAP_FAILED) {
+		if (r->base != MAP_FAILED && r->base != NULL)
+			munmap(r->base, pi->range_bytes);
+		free(r->used);
+		free(r->dirty);
+		free(r);
+		free(nv);
+		free(old);
+		return NULL;
+	}
+	/* A huge page would commit 2 MiB of 32 CPUs' copies at the first write. */
+	madvise(r->base, pi->range_bytes, MADV_NOHUGEPAGE);
+	bind_range(pi, r->base);
+	r->nfree = pi->per_range;
+	/* Bits beyond per_range in the last word: permanently in use. */
+	if (pi->per_range % BITS)
+		r->used[pi->words - 1] = ~0ull << (pi->per_range % BITS);
+	/* A new sorted array, published before the count that covers it. */
+	for (i = 0; i < pi->nranges && pi->ranges[i]->base < r->base; i++)
+		nv[i] = pi->ranges[i];
+	nv[i] = r;
+	for (; i < pi->nranges; i++)
+		nv[i + 1] = pi->ranges[i];
+	old->ranges = pi->ranges;
+	old->next = pi->retired;
+	pi->retired = old;
+	__atomic_store_n(&pi->ranges, nv, __ATOMIC_RELEASE);
+	__atomic_store_n(&pi->nranges, pi->nranges + 1, __ATOMIC_RELEASE);
+	return r;
+}
+
+static void range_free(struct pool_impl *pi, struct range *r)
+{
+	munmap(r->base, pi->range_bytes);
+	free(r->used);
+	free(r->dirty);
+	free(r);
+}
+
+/* The range whose stride 0 contains ptr, or NULL.  Needs no lock (see
+ * the top of the file). */
+static struct range *range_of(struct pool_impl *pi, const void *ptr, int *in_range)
+{
+	size_t lo = 0, hi = __atomic_load_n(&pi->nranges, __ATOMIC_ACQUIRE);
+	struct range **rs = __atomic_load_n(&pi->ranges, __ATOMIC_ACQUIRE);
+	const char *c = ptr;
+
+	*in_range = 0;
+	while (lo < hi) { /* last range with base <= c */
+		size_t mid = (lo + hi) / 2;
+		if (rs[mid]->base <= c)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	if (c >= rs[lo - 1]->base + pi->range_bytes)
+		return NULL;
+	*in_range = 1;
+	if (c >= rs[lo - 1]->base + RSK_MEMPOOL_STRIDE)
+		return NULL; /* a copy other than 0 */
+	return rs[lo - 1];
+}
+
+static char *slot_ptr(struct pool_impl *pi, struct range *r, size_t s)
+{
+	return r->base + pi->hdr + s * pi->slot;
+}
+
+enum where { SLOT_START, INSIDE_OBJECT };
+
+/*
+ * Find the live slot of ptr.  Returns 0 with *rp, *sp set, -EINVAL (not
+ * an object of the pool, with *what saying why), -EALREADY (a free slot).
+ * Called locked, or by readers without the lock (a stale answer then).
+ */
+static int lookup(struct pool_impl *pi, const void *ptr, enum where w, struct range **rp, size_t *sp,
+		  const char **what)
+{
+	int in_range;
+	struct range *r = range_of(pi, ptr, &in_range);
+	size_t off, s;
+
+	*what = "free of a pointer not from this pool:";
+	if (r == NULL) {
+		if (in_range)
+			*what = "free of a copy other than copy 0:";
+		return -EINVAL;
+	}
+	*what = "free of a pointer that is not an object:";
+	if ((const char *)ptr < r->base + pi->hdr)
+		return -EINVAL;
+	off = (size_t)((const char *)ptr - (r->base + pi->hdr));
+	s = off / pi->slot;
+	if (s >= pi->per_range)
+		return -EINVAL;
+	if (w == SLOT_START ? off % pi->slot != 0 : off % pi->slot >= pi->pub.size)
+		return -EINVAL;
+	*rp = r;
+	*sp = s;
+	if (!(__atomic_load_n(&r->used[s / BITS], __ATOMIC_ACQUIRE) & (1ull << (s % BITS)))) {
+		*what = "double free of";
+		return -EALREADY;
+	}
+	return 0;
+}
+
+/* Take a free slot.  Returns its pointer (and whether it was ever handed
+ * out), or NULL: limit reached or no memory.  Called locked. */
+static char *take_slot(struct pool_impl *pi, int *was_dirty)
+{
+	struct range *r = NULL;
+
+	if (pi->max_items && pi->live >= pi->max_items)
+		return NULL;
+	for (size_t i = 0; i < pi->nranges; i++)
+		if (pi->ranges[i]->nfree) {
+			r = pi->ranges[i];
+			break;
+		}
+	if (r == NULL && (r = range_new(pi)) == NULL)
+		return NULL;
+	for (size_t k = 0; k < pi->words; k++) {
+		size_t w = (r->hint + k) % pi->words;
+		uint64_t freebits = ~r->used[w];
+
+		if (freebits) {
+			unsigned b = (unsigned)__builtin_ctzll(freebits);
+			size_t s = w * BITS + b;
+
+			__atomic_fetch_or(&r->used[w], 1ull << b, __ATOMIC_RELEASE);
+			*was_dirty = !!(r->dirty[w] & (1ull << b));
+			r->dirty[w] |= 1ull << b;
+			r->hint = w;
+			r->nfree--;
+			pi->live++;
+			return slot_ptr(pi, r, s);
+		}
+	}
+	return NULL; /* not reached: nfree said there was one */
+}
+
+static void give_back(struct pool_impl *pi, struct range *r, size_t s)
+{
+	__atomic_fetch_and(&r->used[s / BITS], ~(1ull << (s % BITS)), __ATOMIC_RELEASE);
+	r->nfree++;
+	pi->live--;
+}
+
+/* --- create, destroy ---------------------------------------------------- */
+
+RSK_EXPORT int rsk_mempool_create(struct rsk_mempool **out, const struct rsk_mempool_config *cfg)
+{
+	struct pool_impl *pi;
+	size_t align, hdr, slot;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (out == NULL || cfg == NULL)
+		return -EINVAL;
+	if (cfg->mode != RSK_INDEX_CPU && cfg->mode != RSK_INDEX_CID)
+		return -EINVAL;
+	if (cfg->flags & ~(RSK_MEMPOOL_ROBUST | RSK_MEMPOOL_NO_NUMA))
+		return -EINVAL;
+	align = cfg->align ? cfg->align : sizeof(intptr_t);
+	if ((align & (align - 1)) || align > RSK_MEMPOOL_MAX_ALIGN)
+		return -EINVAL;
+	if (page > 0 && (size_t)page > RSK_MEMPOOL_STRIDE)
+		return -EINVAL; /* a page would hold several CPUs' copies */
+	hdr = align > sizeof(intptr_t) ? align : sizeof(intptr_t);
+	if (cfg->size == 0 || cfg->size > RSK_MEMPOOL_STRIDE - hdr)
+		return -EINVAL;
+	slot = (cfg->size + align - 1) & ~(align - 1);
+	pi = calloc(1, sizeof(*pi));
+	if (pi == NULL)
+		return -ENOMEM;
+	pi->pub.mode = cfg->mode;
+	if (cfg->mode == RSK_INDEX_CID && !rsk_mm_cid_available())
+		pi->pub.mode = RSK_INDEX_CPU;
+	pi->pub.nr = rsk_possible_cpus();
+	pi->pub.size = cfg->size;
+	pi->flags = cfg->flags;
+	pi->align = align;
+	pi->hdr = hdr;
+	pi->slot = slot;
+	pi->per_range = (RSK_MEMPOOL_STRIDE - hdr) / slot;
+	pi->words = (pi->per_range + BITS - 1) / BITS;
+	pi->range_bytes = (size_t)pi->pub.nr * RSK_MEMPOOL_STRIDE;
+	pi->max_items = cfg->max_items;
+	pi->max_bytes = cfg->max_bytes;
+	pi->init = cfg->init;
+	pi->init_arg = cfg->init_arg;
+	if (pi->max_bytes && pi->max_bytes < pi->range_bytes) {
+		free(pi);
+		return -EINVAL;
+	}
+	if (cfg->init_template != NULL) {
+		pi->tmpl = malloc(cfg->size);
+		if (pi->tmpl == NULL) {
+			free(pi);
+			return -ENOMEM;
+		}
+		memcpy(pi->tmpl, cfg->init_template, cfg->size);
+	}
+	pthread_mutex_init(&pi->lock, NULL);
+	numa_setup(pi);
+	/* The first range now: its strides' first words are the pool's gates,
+	 * valid as long as the pool is. */
+	if (range_new(pi) == NULL) {
+		rsk_mempool_destroy(&pi->pub);
+		return -ENOMEM;
+	}
+	pi->pub.gate = (intptr_t *)(void *)pi->ranges[0]->base;
+	*out = &pi->pub;
+	return 0;
+}
+
+RSK_EXPORT int rsk_mempool_destroy(struct rsk_mempool *p)
+{
+	struct pool_impl *pi;
+	size_t leaks = 0;
+
+	if (p == NULL)
+		return -EINVAL;
+	pi = impl_of(p);
+	if ((pi->flags & RSK_MEMPOOL_ROBUST) && pi->live) {
+		for (size_t i = 0; i < pi->nranges; i++) {
+			struct range *r = pi->ranges[i];
+			for (size_t s = 0; s < pi->per_range; s++)
+				if ((r->used[s / BITS] >> (s % BITS)) & 1)
+					if (leaks++ < MAX_REPORTED_LEAKS)
+						report(pi, "object still live at destroy: %p",
+						       (void *)slot_ptr(pi, r, s));
+		}
+		report(pi, "destroyed with %zu object(s) still live", leaks);
+	}
+	for (size_t i = 0; i < pi->nranges; i++)
+		range_free(pi, pi->ranges[i]);
+	free(pi->ranges);
+	while (pi->retired != NULL) {
+		struct retired *next = pi->retired->next;
+		free(pi->retired->ranges);
+		free(pi->retired);
+		pi->retired = next;
+	}
+	free(pi->tmpl);
+	free(pi->cpu_node);
+	pthread_mutex_destroy(&pi->lock);
+	free(pi);
+	return leaks ? -EBUSY : 0;
+}
+
+/* --- alloc, free ---------------------------------------------------------- */
+
+static void *alloc_common(struct rsk_mempool *p, int zero)
+{
+	struct pool_impl *pi;
+	int dirty = 0, err = 0;
+	char *obj;
+
+	if (p == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pi = impl_of(p);
+	pthread_mutex_lock(&pi->lock);
+	obj = take_slot(pi, &dirty);
+	pthread_mutex_unlock(&pi->lock);
+	if (obj == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* The slot is ours: initialise its copies without the lock.  A slot
+	 * never handed out is zero in every copy already. */
+	for (int i = 0; i < p->nr && (dirty || (!zero && (pi->tmpl || pi->init))); i++) {
+		char *c = rsk_percpu_ptr(obj, i);
+
+		if (dirty && (pi->flags & RSK_MEMPOOL_ROBUST) && !all_bytes(c, p->size, 0) &&
+		    !all_bytes(c, p->size, RSK_MEMPOOL_POISON)) {
+			/* The copy was poisoned, or zero if it was zero at free. */
+			unsigned char fill = (unsigned char)c[0] == RSK_MEMPOOL_POISON ? RSK_MEMPOOL_POISON : 0;
+			size_t off = 0;
+			while (off < p->size && (unsigned char)c[off] == fill)
+				off++;
+			report(pi, "write after free to copy %d of %p (byte %zu)", i, (void *)obj, off);
+			__atomic_fetch_add(&pi->errors, 1, __ATOMIC_RELAXED);
+		}
+		if (!zero && pi->tmpl != NULL)
+			memcpy(c, pi->tmpl, p->size);
+		else if (dirty && !all_bytes(c, p->size, 0))
+			memset(c, 0, p->size); /* untouched copies stay untouched */
+		if (!zero && pi->init != NULL && (err = pi->init(c, i, pi->init_arg)) != 0)
+			break;
+	}
+	if (err != 0) {
+		rsk_mempool_free(p, obj);
+		errno = err > 0 ? err : EINVAL;
+		return NULL;
+	}
+	return obj;
+}
+
+RSK_EXPORT void *rsk_mempool_alloc(struct rsk_mempool *p)
+{
+	return alloc_common(p, 0);
+}
+
+RSK_EXPORT void *rsk_mempool_zalloc(struct rsk_mempool *p)
+{
+	return alloc_common(p, 1);
+}
+
+RSK_EXPORT int rsk_mempool_free(struct rsk_mempool *p, void *obj)
+{
+	struct pool_impl *pi;
+	struct range *r = NULL;
+	const char *what;
+	size_t s = 0;
+	int err;
+
+	if (p == NULL || obj == NULL)
+		return -EINVAL;
+	pi = impl_of(p);
+	pthread_mutex_lock(&pi->lock);
+	err = lookup(pi, obj, SLOT_START, &r, &s, &what);
+	if (err != 0) {
+		__atomic_fetch_add(&pi->errors, 1, __ATOMIC_RELAXED);
+		if (pi->flags & RSK_MEMPOOL_ROBUST)
+			report(pi, "%s %p", what, obj);
+	} else {
+		if (pi->flags & RSK_MEMPOOL_ROBUST)
+			for (int i = 0; i < p->nr; i++) {
+				char *c = rsk_percpu_ptr((char *)obj, i);
+				if (!all_bytes(c, p->size, 0))
+					memset(c, RSK_MEMPOOL_POISON, p->size);
+			}
+		give_back(pi, r, s);
+	}
+	pthread_mutex_unlock(&pi->lock);
+	return err;
+}
+
+/* --- iteration and stats ------------------------------------------------ */
+
+/* Is ptr inside a live object?  No lock: a racing free makes the answer
+ * stale, as it would be a moment later anyway. */
+static int check_live(struct pool_impl *pi, const void *ptr)
+{
+	struct range *r;
+	const char *what;
+	size_t s;
+
+	return lookup(pi, ptr, INSIDE_OBJECT, &r, &s, &what) ? -EINVAL : 0;
+}
+
+RSK_EXPORT int rsk_mempool_for_each(struct rsk_mempool *p, const void *ptr,
+				    int (*fn)(void *copy, int idx, void *arg), void *arg)
+{
+	if (p == NULL || ptr == NULL || fn == NULL || check_live(impl_of(p), ptr) != 0)
+		return -EINVAL;
+	for (int i = 0; i < p->nr; i++) {
+		int ret = fn(rsk_percpu_ptr((char *)ptr, i), i, arg);
+		if (ret != 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* Bytes of [base, base + len) with memory of their own: written pages
+ * (mapped exclusively, or shared after fork() but not zero) and swapped
+ * ones; not the zero page.  From /proc/self/pagemap where readable, else
+ * mincore() (which also counts zero-page mappings). */
+static size_t committed(char *base, size_t len, int pm)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = len / page, total = 0;
+	uint64_t ent[512];
+	unsigned char vec[512];
+
+	for (size_t i = 0; i < n; i += 512) {
+		size_t k = n - i < 512 ? n - i : 512;
+		char *a = base + i * page;
+
+		if (pm >= 0 && pread(pm, ent, k * 8, (off_t)((uintptr_t)a / page * 8)) == (ssize_t)(k * 8)) {
+			for (size_t j = 0; j < k; j++) {
+				int present = (int)(ent[j] >> 63 & 1), swapped = (int)(ent[j] >> 62 & 1);
+				int exclusive = (int)(ent[j] >> 56 & 1);
+				if (swapped || (present && (exclusive || !all_bytes(a + j * page, page, 0))))
+					total += page;
+			}
+		} else if (mincore(a, k * page, vec) == 0) {
+			for (size_t j = 0; j < k; j++)
+				total += (vec[j] & 1) ? page : 0;
+		}
+	}
+	return total;
+}
+
+RSK_EXPORT int rsk_mempool_stats(struct rsk_mempool *p, struct rsk_mempool_stats *st)
+{
+	struct pool_impl *pi;
+	int pm;
+
+	if (p == NULL || st == NULL)
+		return -EINVAL;
+	pi = impl_of(p);
+	memset(st, 0, sizeof(*st));
+	pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	pthread_mutex_lock(&pi->lock);
+	st->live = pi->live;
+	st->ranges = pi->nranges;
+	st->capacity = pi->nranges * pi->per_range;
+	st->reserved_bytes = pi->nranges * pi->range_bytes;
+	for (size_t i = 0; i < pi->nranges; i++)
+		st->committed_bytes += committed(pi->ranges[i]->base, pi->range_bytes, pm);
+	st->item_stride = pi->slot;
+	st->items_per_range = pi->per_range;
+	st->stride = RSK_MEMPOOL_STRIDE;
+	st->copies = p->nr;
+	st->numa_nodes = pi->numa_nodes > 1 ? pi->numa_nodes : 0;
+	st->errors = __atomic_load_n(&pi->errors, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&pi->lock);
+	if (pm >= 0)
+		close(pm);
+	return 0;
+}
+
+/* --- the pool-backed counter --------------------------------------------- */
+
+/* Add v to copy idx of *ctr under the pool's gate of idx (or, with old,
+ * exchange it for `replace`).  Returns idx or the gate's error. */
+static int update_locked(struct rsk_mempool *p, intptr_t *ctr, int idx, intptr_t v, intptr_t replace,
+			 intptr_t *old)
+{
+	intptr_t *gate = rsk_mempool_gate(p, idx), *c = rsk_percpu_ptr(ctr, idx), cur;
+	int err = rsk_gate_close(gate, p->mode, idx);
+
+	if (err != 0)
+		return err;
+	cur = __atomic_load_n(c, __ATOMIC_RELAXED);
+	RSK_INJECT_C(8); /* the window that only the gate protects */
+	if (old != NULL)
+		*old = cur;
+	else
+		replace = (intptr_t)((uintptr_t)cur + (uintptr_t)v);
+	__atomic_store_n(c, replace, __ATOMIC_RELAXED);
+	rsk_gate_open(gate);
+	return idx;
+}
+
+RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, int ret)
+{
+	unsigned aborts = 0;
+	int idx;
+
+	if (p == NULL || ctr == NULL)
+		return -EINVAL;
+	while (ret == RSK_ABORTED) {
+#if RSK_INJECTING
+		rsk_inject_hook(0); /* an abort, for rseqkit-stress's counts */
+#endif
+		rsk_note_abort();
+		if (++aborts >= rsk_abort_limit())
+			break;
+		idx = rsk_index(p->mode);
+		if ((unsigned)idx >= (unsigned)p->nr)
+			break;
+		RSK_INJECT_C(7);
+		ret = rsk_gated_add(p->mode, idx, rsk_mempool_gate(p, idx), rsk_percpu_ptr(ctr, idx), v);
+		if (ret == RSK_OK)
+			return idx;
+	}
+	/* The one place that adds without a critical section: on the current
+	 * index if the thread has one, else on its CPU's copy (any copy is
+	 * correct under its gate). */
+	idx = rsk_index(p->mode);
+	if ((unsigned)idx >= (unsigned)p->nr) {
+		idx = rsk_cpu();
+		idx = idx < 0 ? 0 : idx % p->nr;
+	}
+	rsk_note_slow_path();
+	return update_locked(p, ctr, idx, v, 0, NULL);
+}
+
+static int counter_ok(struct rsk_mempool *p, const intptr_t *ctr)
+{
+	return p != NULL && ctr != NULL && ((uintptr_t)ctr % sizeof(intptr_t)) == 0 &&
+	       check_live(impl_of(p), ctr) == 0;
+}
+
+RSK_EXPORT int rsk_pcounter_read(struct rsk_mempool *p, const intptr_t *ctr, int idx, intptr_t *value)
+{
+	if (!counter_ok(p, ctr) || value == NULL || (unsigned)idx >= (unsigned)p->nr)
+		return -EINVAL;
+	*value = __atomic_load_n(rsk_percpu_ptr(ctr, idx), __ATOMIC_RELAXED);
+	return 0;
+}
+
+RSK_EXPORT int rsk_pcounter_sum(struct rsk_mempool *p, const intptr_t *ctr, intptr_t *sum)
+{
+	uintptr_t s = 0;
+
+	if (!counter_ok(p, ctr) || sum == NULL)
+		return -EINVAL;
+	for (int i = 0; i < p->nr; i++)
+		s += (uintptr_t)__atomic_load_n(rsk_percpu_ptr(ctr, i), __ATOMIC_RELAXED);
+	*sum = (intptr_t)s;
+	return 0;
+}
+
+RSK_EXPORT int rsk_pcounter_exchange(struct rsk_mempool *p, intptr_t *ctr, int idx, intptr_t value,
+				     intptr_t *old)
+{
+	int ret;
+
+	if (!counter_ok(p, ctr) || old == NULL || (unsigned)idx >= (unsigned)p->nr)
+		return -EINVAL;
+	ret = update_locked(p, ctr, idx, 0, value, old);
+	return ret < 0 ? ret : 0;
+}
