@@ -313,6 +313,43 @@ check-sanitize:
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 		prove --exec env $(SAN_TESTS:%=$(SAN_BUILD)/tests/%.t)
 
+# ThreadSanitizer: the library, the structures' tests, the examples and a
+# few stress runs built with -fsanitize=thread; every ThreadSanitizer
+# report is collected (TSAN_OPTIONS=log_path, exit status 66) and summed up
+# by tests/bin/tsan-report.sh; any report fails.  TSan cannot see the
+# loads and stores inside the asm sections, nor fences (gcc's -Wtsan says
+# so for the spinlock's), so until the headers annotate the sections'
+# acquire/release (the lead's change, issue 19) it reports races there and
+# this target fails: it is not in .ci/run yet.  x86-64 (and other 64-bit
+# hosts) only: TSan has no i386 runtime.
+TSAN_BUILD   := build-tsan
+TSAN_CFLAGS  := -O1 -g -fsanitize=thread -fno-omit-frame-pointer -Wno-error=tsan \
+                -Wno-error=maybe-uninitialized
+TSAN_LDFLAGS := -fsanitize=thread
+TSAN_TESTS   := primitives structures $(if $(wildcard tests/pool.c),pool)
+TSAN_STRESS  := s l b m i r p
+.PHONY: check-tsan
+check-tsan:
+	$(MAKE) BUILD=$(TSAN_BUILD) CFLAGS="$(TSAN_CFLAGS)" LDFLAGS="$(TSAN_LDFLAGS)" lib examples \
+		$(TSAN_BUILD)/bin/rseqkit-stress $(TSAN_TESTS:%=$(TSAN_BUILD)/tests/%.t)
+	@rm -rf $(TSAN_BUILD)/reports && mkdir -p $(TSAN_BUILD)/reports
+	@st=0; export TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$(abspath $(TSAN_BUILD))/reports"; \
+	for t in $(TSAN_TESTS); do \
+		TSAN_OPTIONS="$$TSAN_OPTIONS/$$t" $(TSAN_BUILD)/tests/$$t.t >$(TSAN_BUILD)/reports.$$t.tap 2>&1; \
+		rc=$$?; echo "check-tsan: $$t.t: exit $$rc, $$(grep -c '^not ok' $(TSAN_BUILD)/reports.$$t.tap) not ok"; \
+		[ $$rc = 0 ] || st=1; \
+	done; \
+	for e in $(notdir $(EXAMPLES)); do \
+		TSAN_OPTIONS="$$TSAN_OPTIONS/example-$$e" $(TSAN_BUILD)/examples/$$e >/dev/null 2>&1; \
+		rc=$$?; echo "check-tsan: examples/$$e: exit $$rc"; [ $$rc = 0 ] || st=1; \
+	done; \
+	for t in $(TSAN_STRESS); do \
+		out=$$(TSAN_OPTIONS="$$TSAN_OPTIONS/stress-$$t" $(TSAN_BUILD)/bin/rseqkit-stress -T $$t -t 8 -r 2000 -2 500 2>/dev/null | tail -n 1); \
+		rc=$$?; echo "check-tsan: rseqkit-stress -T $$t: $${out##* }"; \
+		case $$out in *" OK") ;; *) st=1 ;; esac; \
+	done; \
+	tests/bin/tsan-report.sh $(TSAN_BUILD)/reports || st=1; exit $$st
+
 # cppcheck and clang-tidy over the library (src/*.c and, through them, every
 # header of include/rseqkit/ for x86-64 and i386), with the checked-in
 # configurations .cppcheck-suppressions and .clang-tidy: zero findings.
