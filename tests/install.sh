@@ -54,7 +54,7 @@ if [ ! -f "$ROOT/Makefile" ] || [ ! -d "$ROOT/include/rseqkit" ]; then
 fi
 for tool in make nm readelf; do
 	if ! command -v $tool >/dev/null 2>&1; then
-		echo "1..0 # SKIP $tool not installed"
+		echo "1..0 # SKIP $tool not installed [pkg build-essential]"
 		exit 0
 	fi
 done
@@ -187,6 +187,12 @@ if [ -z "${CXX:-}" ]; then
 	esac
 	set --
 fi
+# The package a skip below would need (for the summary of make check).
+case $CC in
+*-m32*) cxx_pkg=g++-multilib libc_pkg=gcc-multilib ;;
+*clang*) cxx_pkg=clang libc_pkg=build-essential ;;
+*) cxx_pkg=g++ libc_pkg=build-essential ;;
+esac
 # have_cxx: it compiles headers; cxx_links: it also builds C++ programs
 # for this target (g++ -m32 needs g++-multilib for that).
 have_cxx=0
@@ -242,7 +248,7 @@ if command -v pkg-config >/dev/null 2>&1; then
 		diag "$tmp/cc.log"
 		[ $status -eq 0 ] && run_consumer "$tmp/consumer-allstatic" "fully static consumer"
 	else
-		skip "this toolchain cannot link -static programs (no static libc)"
+		skip "this toolchain cannot link -static programs (no static libc) [pkg $libc_pkg]"
 	fi
 
 	# C++.
@@ -255,10 +261,10 @@ if command -v pkg-config >/dev/null 2>&1; then
 		[ $status -eq 0 ] &&
 			run_consumer "$tmp/consumer-cxx" "C++ consumer" LD_LIBRARY_PATH="$prefix/lib"
 	else
-		skip "C++ programs cannot be built for CC=$CC (tried: ${CXX:-none})"
+		skip "C++ programs cannot be built for CC=$CC (tried: ${CXX:-none}) [pkg $cxx_pkg]"
 	fi
 else
-	skip "pkg-config not installed: consumer programs not built"
+	skip "pkg-config not installed: consumer programs not built [pkg pkg-config]"
 fi
 
 # --- headers ----------------------------------------------------------------
@@ -286,7 +292,91 @@ if [ $have_cxx -eq 1 ]; then
 		diag "$tmp/cc.log"
 	done
 else
-	skip "no working C++ compiler for CC=$CC (tried: ${CXX:-none})"
+	skip "no working C++ compiler for CC=$CC (tried: ${CXX:-none}) [pkg $cxx_pkg]"
 fi
+
+# --- version ------------------------------------------------------------------
+mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$ROOT" BUILD="$BUILD" CC="$CC" "$@"; }
+hv=$(awk 'NF == 3 && $2 ~ /^RSEQKIT_VERSION_(MAJOR|MINOR|PATCH)$/ { v = v (v == "" ? "" : ".") $3 }
+	END { print v }' "$ROOT/include/rseqkit/version.h")
+mv=$(mk print-config | sed -n 's/^VERSION=//p')
+[ -n "$hv" ] && [ "$hv" = "$mv" ]
+ok $? "the Makefile's VERSION ($mv) is rseqkit/version.h's ($hv)"
+bad=$(grep -L "^\.TH .* \"rseqkit $hv\"" "$ROOT"/man/*.[137] 2>/dev/null | while read -r f; do
+	head -n 1 "$f" | grep -q '^\.so ' || echo "${f##*/}"; done | tr '\n' ' ')
+[ -z "$bad" ]
+ok $? "every man page's .TH says rseqkit $hv${bad:+ (not: $bad)}"
+pcv=$(sed -n 's/^Version: //p' "$prefix/lib/pkgconfig/rseqkit.pc")
+[ "$pcv" = "$hv" ]
+ok $? "rseqkit.pc says Version: $hv (got $pcv)"
+"$prefix/bin/rseqkit-info" --version >"$tmp/v.out" 2>&1 && grep -q "^rseqkit-info $hv\$" "$tmp/v.out"
+ok $? "rseqkit-info --version prints rseqkit-info $hv ($(cat "$tmp/v.out"))"
+
+# --- warnings: -Werror only on request (or CI=true) -------------------------
+w=$(env -u CI -u WERROR -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$ROOT" BUILD="$BUILD" CC="$CC" print-config 2>/dev/null | sed -n 's/^WARN=//p')
+case " $w " in *" -Werror "*) false ;; *) true ;; esac
+ok $? "a plain build does not use -Werror (WARN=$w)"
+w=$(mk WERROR=1 print-config | sed -n 's/^WARN=//p')
+case " $w " in *" -Werror "*) true ;; *) false ;; esac
+ok $? "WERROR=1 turns -Werror on (WARN=$w)"
+w=$(CI=true mk print-config | sed -n 's/^WARN=//p')
+case " $w " in *" -Werror "*) true ;; *) false ;; esac
+ok $? "CI=true turns -Werror on (WARN=$w)"
+
+# --- LIBDIR, the 32-bit default, uninstall ------------------------------------
+# A 32-bit build gets its own library directory and installs no tools.
+d=$(mk CC="gcc -m32" PREFIX=/P print-config | grep '^LIBDIR=\|^BINDIR=' | tr '\n' ' ')
+[ "$d" = "LIBDIR=/P/lib32 BINDIR= " ]
+ok $? "CC=\"gcc -m32\": LIBDIR defaults to PREFIX/lib32, no tools installed (got: $d)"
+d=$(mk CC=i686-linux-gnu-gcc PREFIX=/P print-config | grep '^LIBDIR=' | tr -d '\n')
+[ "$d" = "LIBDIR=/P/lib32" ]
+ok $? "CC=i686-linux-gnu-gcc: LIBDIR defaults to PREFIX/lib32 (got: $d)"
+
+# Debian's multiarch directory: libraries and rseqkit.pc there, nothing in lib/.
+p2=$tmp/multiarch
+ma=lib/$( ${CC%% *} -print-multiarch 2>/dev/null | grep . || echo x86_64-linux-gnu)
+mk PREFIX="$p2" LIBDIR="$p2/$ma" install >"$tmp/install2.log" 2>&1
+ok $? "make install LIBDIR=PREFIX/$ma"
+[ -e "$p2/$ma/librseqkit.so.0" ] && [ -e "$p2/$ma/librseqkit.a" ] &&
+	[ -e "$p2/$ma/pkgconfig/rseqkit.pc" ] && [ ! -e "$p2/lib/librseqkit.so" ] &&
+	[ ! -e "$p2/lib/pkgconfig" ]
+ok $? "libraries and rseqkit.pc in $ma, nothing in lib/"
+if command -v pkg-config >/dev/null 2>&1; then
+	got=$(PKG_CONFIG_PATH=$p2/$ma/pkgconfig pkg-config --variable=libdir rseqkit)
+	[ "$got" = "$p2/$ma" ]
+	ok $? "rseqkit.pc's libdir follows LIBDIR (got: ${got#"$tmp"/})"
+	$CC $CFLAGS $(PKG_CONFIG_PATH=$p2/$ma/pkgconfig pkg-config --cflags rseqkit) -o "$tmp/c2" \
+		"$tmp/consumer.c" $(PKG_CONFIG_PATH=$p2/$ma/pkgconfig pkg-config --libs rseqkit) >"$tmp/cc.log" 2>&1 &&
+		LD_LIBRARY_PATH=$p2/$ma "$tmp/c2" >/dev/null
+	ok $? "a consumer builds and runs from the multiarch install (pkg-config)"
+	diag "$tmp/cc.log"
+else
+	skip "pkg-config not installed: the multiarch rseqkit.pc not read [pkg pkg-config]"
+fi
+
+# A library of another architecture in LIBDIR is never overwritten.
+cp "$p2/$ma/librseqkit.so.$hv" "$tmp/orig.so"
+lib32=$p2/$ma/librseqkit.so.$hv
+if [ "$(od -An -tx1 -j4 -N1 "$lib32" | tr -d ' ')" = 02 ]; then cls='\001'; else cls='\002'; fi
+printf "$cls" | dd of="$lib32" bs=1 seek=4 conv=notrunc 2>/dev/null
+cp "$lib32" "$tmp/other.so"
+mk PREFIX="$p2" LIBDIR="$p2/$ma" install >"$tmp/install3.log" 2>&1
+status=$?
+[ $status -ne 0 ] && grep -q 'another architecture' "$tmp/install3.log" && cmp -s "$lib32" "$tmp/other.so"
+ok $? "install refuses to overwrite another architecture's librseqkit (status $status)"
+grep 'install:' "$tmp/install3.log" | diag
+cp "$tmp/orig.so" "$lib32"
+
+# uninstall takes away everything install put there.
+mk PREFIX="$p2" LIBDIR="$p2/$ma" uninstall >"$tmp/un.log" 2>&1
+ok $? "make uninstall LIBDIR=PREFIX/$ma"
+left=$(cd "$p2" && find . ! -type d | head -n 5 | tr '\n' ' ')
+[ -z "$left" ]
+ok $? "nothing left after uninstall${left:+ (left: $left)}"
+mk PREFIX="$prefix" uninstall >"$tmp/un.log" 2>&1
+left=$(cd "$prefix" && find . ! -type d | head -n 5 | tr '\n' ' ')
+[ -z "$left" ]
+ok $? "make uninstall of the first install leaves nothing${left:+ (left: $left)}"
+diag "$tmp/un.log"
 
 finish

@@ -47,7 +47,7 @@ if [ ! -e "$LIB" ]; then
 	exit 1
 fi
 if ! command -v nm >/dev/null 2>&1; then
-	echo "1..0 # SKIP nm (binutils) not installed"
+	echo "1..0 # SKIP nm (binutils) not installed [pkg build-essential]"
 	exit 0
 fi
 
@@ -109,7 +109,7 @@ if [ $have_mandb -eq 1 ]; then
 		[ -n "$out" ] && diag "$out"
 	done
 else
-	skip "man-db not installed: pages not rendered"
+	skip "man-db not installed: pages not rendered [pkg man-db]"
 fi
 
 # --- 4. NAME sections that mandb can index ----------------------------------
@@ -120,7 +120,7 @@ if command -v lexgrog >/dev/null 2>&1; then
 		ok $? "$p has a NAME section lexgrog parses"
 	done
 else
-	skip "lexgrog (man-db) not installed: NAME sections not checked"
+	skip "lexgrog (man-db) not installed: NAME sections not checked [pkg man-db]"
 fi
 
 echo "1..$n"

@@ -5,7 +5,7 @@
  *
  *   rseqkit-bench [--quick] [--ops LIST] [--threads LIST] [--pin|--no-pin]
  *                 [--reps N] [--ms N] [--outdir DIR] [--csv FILE]
- *                 [--json FILE] [--no-plots] [--list] [-h]
+ *                 [--json FILE] [--no-plots] [--list] [--version] [-h]
  *
  * Method (doc/BENCHMARKS.md has the long form):
  *   - one row = (operation, implementation, thread count);
@@ -4531,6 +4531,7 @@ static void usage(FILE *f, const char *argv0)
 		"  --json FILE      JSON path (default OUTDIR/results.json)\n"
 		"  --no-plots       no gnuplot script, data or SVGs\n"
 		"  --list           print every op,impl pair and exit\n"
+		"  --version        print the version and exit\n"
 		"  -h, --help       this text\n",
 		argv0);
 }
@@ -4591,6 +4592,9 @@ int main(int argc, char **argv)
 	} while (0)
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout, argv[0]);
+			return 0;
+		} else if (!strcmp(a, "--version")) {
+			printf("rseqkit-bench %s\n", rsk_version(NULL, NULL, NULL));
 			return 0;
 		} else if (!strcmp(a, "--quick")) {
 			cfg.quick = true;

@@ -2,8 +2,9 @@
 /*
  * rseqkit-info - what restartable sequences look like in this process.
  *
- *   rseqkit-info          for a person
- *   rseqkit-info --json   one JSON object
+ *   rseqkit-info            for a person
+ *   rseqkit-info --json     one JSON object
+ *   rseqkit-info --version  the version of rseqkit
  *
  * Exits 0 whether or not rseq is available; 2 on a bad argument.
  */
@@ -38,11 +39,14 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
 			json = 1;
+		} else if (strcmp(argv[i], "--version") == 0) {
+			printf("rseqkit-info %s\n", rsk_version(NULL, NULL, NULL));
+			return 0;
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			printf("usage: %s [--json]\n", argv[0]);
+			printf("usage: %s [--json] [--version]\n", argv[0]);
 			return 0;
 		} else {
-			fprintf(stderr, "%s: unknown argument '%s'\nusage: %s [--json]\n",
+			fprintf(stderr, "%s: unknown argument '%s'\nusage: %s [--json] [--version]\n",
 				argv[0], argv[i], argv[0]);
 			return 2;
 		}
@@ -50,10 +54,11 @@ int main(int argc, char **argv)
 	rsk_status(&st);
 	int cpu = rsk_cpu();
 	if (json) {
+		/* "available" stays the first key: tests/qemu/ find the object by it. */
 		printf("{\"available\": %s, \"reason\": ", st.available ? "true" : "false");
 		json_string(st.reason);
-		printf(", \"error\": %d, \"owner\": \"%s\", \"arch\": \"%s\"", st.error,
-		       rsk_owner_name(st.owner), RSK_ARCH_NAME);
+		printf(", \"error\": %d, \"owner\": \"%s\", \"arch\": \"%s\", \"version\": \"%s\"",
+		       st.error, rsk_owner_name(st.owner), RSK_ARCH_NAME, rsk_version(NULL, NULL, NULL));
 		printf(", \"feature_size\": %u, \"kernel_align\": %u, \"registered_size\": %u",
 		       st.feature_size, st.kernel_align, st.registered_size);
 		printf(", \"cpu\": %d, \"mm_cid\": %d, \"node\": %d", cpu, rsk_mm_cid(), rsk_node());
@@ -74,26 +79,31 @@ int main(int argc, char **argv)
 		       (unsigned long long)ps.fences, (unsigned long long)ps.gate_waits);
 		return 0;
 	}
-	printf("rseq available:     %s (%s)\n", yes_no(st.available), st.reason);
+	/* One label column, wide enough for the longest label. */
+#define ROW(label, ...) (printf("%-22s", label ":"), printf(__VA_ARGS__), putchar('\n'))
+	ROW("rseqkit version", "%s (headers %s)", rsk_version(NULL, NULL, NULL),
+	    RSEQKIT_VERSION_STRING);
+	ROW("rseq available", "%s (%s)", yes_no(st.available), st.reason);
 	if (st.error)
-		printf("error:              %s\n", strerror(st.error));
-	printf("owner:              %s\n", rsk_owner_name(st.owner));
-	printf("architecture:       %s\n", RSK_ARCH_NAME);
-	printf("kernel feature size: %u (alignment %u)\n", st.feature_size, st.kernel_align);
-	printf("registered size:    %u\n", st.registered_size);
-	printf("this thread:        %s\n", st.thread_registered ? "registered" : "not registered");
-	printf("current cpu:        %d\n", cpu);
-	printf("mm_cid:             %d (%s)\n", rsk_mm_cid(),
-	       st.mm_cid_available ? "kernel" : "unavailable: current CPU used");
-	printf("numa node:          %d (%s)\n", rsk_node(),
-	       st.node_id_available ? "kernel node_id" : "getcpu(2)");
-	printf("membarrier rseq:    %s\n", yes_no(st.membarrier_rseq));
-	printf("possible cpus:      %d\n", st.possible_cpus);
-	printf("slice extension:    %s\n", yes_no(st.slice_ext_available));
+		ROW("error", "%s", strerror(st.error));
+	ROW("owner", "%s", rsk_owner_name(st.owner));
+	ROW("architecture", "%s", RSK_ARCH_NAME);
+	ROW("kernel feature size", "%u (alignment %u)", st.feature_size, st.kernel_align);
+	ROW("registered size", "%u", st.registered_size);
+	ROW("this thread", "%s", st.thread_registered ? "registered" : "not registered");
+	ROW("current cpu", "%d", cpu);
+	ROW("mm_cid", "%d (%s)", rsk_mm_cid(),
+	    st.mm_cid_available ? "kernel" : "unavailable: current CPU used");
+	ROW("numa node", "%d (%s)", rsk_node(),
+	    st.node_id_available ? "kernel node_id" : "getcpu(2)");
+	ROW("membarrier rseq", "%s", yes_no(st.membarrier_rseq));
+	ROW("possible cpus", "%d", st.possible_cpus);
+	ROW("slice extension", "%s", yes_no(st.slice_ext_available));
 	struct rsk_stats ps;
 	rsk_stats_process(&ps);
-	printf("stats:              %llu aborts, %llu slow paths, %llu fences, %llu gate waits\n",
-	       (unsigned long long)ps.aborts, (unsigned long long)ps.slow_paths,
-	       (unsigned long long)ps.fences, (unsigned long long)ps.gate_waits);
+	ROW("stats", "%llu aborts, %llu slow paths, %llu fences, %llu gate waits",
+	    (unsigned long long)ps.aborts, (unsigned long long)ps.slow_paths,
+	    (unsigned long long)ps.fences, (unsigned long long)ps.gate_waits);
+#undef ROW
 	return 0;
 }

@@ -29,6 +29,55 @@
 #ifndef RSEQKIT_INJECT
 #error "rseqkit-stress needs the injection build (-DRSEQKIT_INJECT)"
 #endif
+#ifdef RSEQKIT_NEGATIVE_CONTROL
+#define RSK_NOARM_BUILD 1 /* the unarmed twin: it never aborts */
+#else
+#define RSK_NOARM_BUILD 0
+#endif
+
+/*
+ * The injection points each test passes: RSK_INJECT_ASM(n) inside the
+ * sections of the operations its structure uses (the arch headers; only
+ * 1-4 exist, and x86's add has no 3), RSK_INJECT_C(n) in the structure's
+ * header (7-9) and, for -T s and -T r, point 9 in this tool.  A delay at
+ * a point the test never passes would widen no window: -1..-9 for such a
+ * point is refused.  The string is also what scripts read, from the
+ * binary of any architecture without running it (tests/qemu/check-cross.sh):
+ * "rseqkit-stress injection points: " then TEST=POINTS;... .
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#define POINTS_ADD "1 2"
+#else
+#define POINTS_ADD "1 2 3"
+#endif
+__attribute__((used)) static const char inject_points[] =
+	"rseqkit-stress injection points: "
+	"s=1 2 3 7 9;l=1 2 3 7 8;b=1 2 3 4 7 8 9;m=1 2 3 4 7 8;i=" POINTS_ADD " 7;"
+	"r=1 2 3 4 7 8 9;p=1 2 3 4 7 8 9;a=" POINTS_ADD " 7 8;";
+
+/* The points of test t ("1 2 7"), copied into buf; NULL if the table has
+ * no entry for t (every point is then accepted). */
+static const char *test_points(char t, char *buf, size_t len)
+{
+	const char *tab = strchr(inject_points, ':') + 2, *e;
+
+	for (; *tab; tab = e + 1) {
+		e = strchr(tab, ';');
+		if (tab[0] == t && tab[1] == '=') {
+			snprintf(buf, len, "%.*s", (int)(e - tab - 2), tab + 2);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+static int has_point(const char *points, int p)
+{
+	for (; *points; points++)
+		if (*points == '0' + p)
+			return 1;
+	return 0;
+}
 
 /* Items each thread brings into the list / buffer tests. */
 #define ITEMS_PER_THREAD 4
@@ -124,7 +173,7 @@ static long finished; /* workers done (atomic) */
 struct worker {
 	pthread_t th;
 	long id;
-	long ops, aborts, fallbacks, signals, empty, errors;
+	long ops, aborts, slow_paths, signals, empty, errors;
 };
 
 /* -T p: every pool object carries a token.  Fresh slabs are zero, so a
@@ -421,7 +470,7 @@ static void *worker_main(void *arg)
 	w->aborts = t_aborts;
 	w->signals = t_signals;
 	rsk_stats_thread(&stats);
-	w->fallbacks = (long)stats.slow_paths;
+	w->slow_paths = (long)stats.slow_paths;
 	__atomic_add_fetch(&finished, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -573,7 +622,7 @@ static void usage(FILE *f, const char *argv0)
 	fprintf(f,
 		"usage: %s [-T s|l|b|m|i|r|p|a] [-t threads] [-r reps] [-1..-9 loops] [-m N]\n"
 		"       [-y] [-k] [-s ms] [-g us] [-I cpu|cid] [-M] [-d] [-D M] [-f N]\n"
-		"       [-c] [-v] [-h]\n"
+		"       [-c] [-P] [-v] [-h] [--version]\n"
 		"  -T test     s spinlock (sharded counter under the per-CPU lock),\n"
 		"              l list (stack pop/push), b buffer (pointer buffer),\n"
 		"              m memcpy (copy buffer), i increment (counter),\n"
@@ -585,9 +634,10 @@ static void usage(FILE *f, const char *argv0)
 		"              across CPUs, private objects allocated and freed); default i\n"
 		"  -t N        threads (default 200)\n"
 		"  -r N        repetitions per thread (default 5000)\n"
-		"  -1 .. -9 N  delay loops at injection point N (1-6 inside the asm,\n"
+		"  -1 .. -9 N  delay loops at injection point N (1-4 inside the asm,\n"
 		"              7-9 in C before it); -1 at points 7-9: act (-y -k -s)\n"
-		"              every -m'th pass\n"
+		"              every -m'th pass.  Only the points the test passes\n"
+		"              are accepted (-P lists them)\n"
 		"  -m N        act every N-th pass at points set to -1\n"
 		"  -y          sched_yield()        -k  raise SIGUSR1\n"
 		"  -s MS       sleep MS milliseconds\n"
@@ -598,6 +648,8 @@ static void usage(FILE *f, const char *argv0)
 		"  -D M        every M-th thread runs without an rseq registration\n"
 		"  -f N        take the slow path after N consecutive aborts\n"
 		"  -c          exit 0 if rseq can be used here, else 2\n"
+		"  -P          print the injection points of the -T test and exit\n"
+		"  --version   print the version and exit\n"
 		"  -v          verbose\n"
 		"  -h          this help\n",
 		argv0);
@@ -632,11 +684,18 @@ int main(int argc, char **argv)
 		['i'] = "increment", ['r'] = "remote", ['p'] = "pool", ['a'] = "mempool",
 	};
 	struct rsk_status st;
-	int check_only = 0, c, ret;
+	int check_only = 0, list_points = 0, c, ret;
 	long v;
+	char pbuf[64];
+	const char *points;
 
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--version") == 0) {
+			printf("rseqkit-stress %s\n", rsk_version(NULL, NULL, NULL));
+			return 0;
+		}
 	opterr = 0;
-	while ((c = getopt(argc, argv, ":T:t:r:1:2:3:4:5:6:7:8:9:m:yks:g:I:MdD:f:cvh")) != -1) {
+	while ((c = getopt(argc, argv, ":T:t:r:1:2:3:4:5:6:7:8:9:m:yks:g:I:MdD:f:cPvh")) != -1) {
 		switch (c) {
 		case 'T':
 			if (strlen(optarg) != 1 || !strchr("slbmirpa", optarg[0]))
@@ -701,6 +760,9 @@ int main(int argc, char **argv)
 		case 'c':
 			check_only = 1;
 			break;
+		case 'P':
+			list_points = 1;
+			break;
 		case 'v':
 			opt.verbose = 1;
 			break;
@@ -715,6 +777,21 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		BAD("unexpected argument '%s'", argv[optind]);
+	points = test_points(opt.test, pbuf, sizeof(pbuf));
+	if (list_points) {
+		printf("%s\n", points != NULL ? points : "1 2 3 4 5 6 7 8 9");
+		return 0;
+	}
+	for (int p = 1; p < RSK_INJECT_POINTS && points != NULL; p++)
+		if (rsk_inject_loops[p] != 0 && !has_point(points, p)) {
+			fprintf(stderr,
+				"%s: -%d: the %s test (-T %c) never passes injection point %d, "
+				"so a delay there would change nothing.\n"
+				"%s: the points of -T %c are: %s (see -P)\n",
+				argv[0], p, test_name[(int)opt.test], opt.test, p, argv[0], opt.test,
+				points);
+			return 2;
+		}
 
 	/* -d: the library decides at start-up whether to use rseq; tell it
 	 * not to, and start again. */
@@ -853,18 +930,18 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double elapsed = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 
-	long ops = 0, aborts = 0, fallbacks = 0, signals = 0, empty = 0, errors = 0;
+	long ops = 0, aborts = 0, slow_paths = 0, signals = 0, empty = 0, errors = 0;
 	for (long t = 0; t < opt.threads; t++) {
 		ops += w[t].ops;
 		aborts += w[t].aborts;
-		fallbacks += w[t].fallbacks;
+		slow_paths += w[t].slow_paths;
 		signals += w[t].signals;
 		empty += w[t].empty;
 		errors += w[t].errors;
 		if (opt.verbose)
-			printf("thread %ld: ops %ld aborts %ld empty %ld fallbacks %ld signals %ld "
+			printf("thread %ld: ops %ld aborts %ld empty %ld slow_paths %ld signals %ld "
 			       "errors %ld\n",
-			       t, w[t].ops, w[t].aborts, w[t].empty, w[t].fallbacks, w[t].signals,
+			       t, w[t].ops, w[t].aborts, w[t].empty, w[t].slow_paths, w[t].signals,
 			       w[t].errors);
 	}
 
@@ -932,11 +1009,21 @@ int main(int argc, char **argv)
 	if (opt.verbose)
 		printf("empty pops: %ld, remote moves: %ld, drained: %ld\n", empty, moves, drained);
 
+	/* No section restarted: the run exercised no abort path.  Say so
+	 * (before the summary, which scripts read as the last line). */
+	if (!failed && aborts == 0 && st.available && !opt.disable && ops > 0 && !RSK_NOARM_BUILD)
+		fprintf(stderr,
+			"%s: note: 0 aborts: no critical section was restarted, so this run "
+			"checked\n  little beyond the fast path.  Make restarts happen: a delay "
+			"inside the sections\n  (-%c 2000), signals or yields at a C point "
+			"(-7 -1 -m 8 -k), migrations (-g 100).\n",
+			argv[0], points != NULL && has_point(points, 3) ? '3' : '2');
+	fflush(stderr);
 	printf("rseqkit-stress: test=%s mode=%s%s release=%s threads=%ld reps=%ld ops=%ld "
-	       "aborts=%ld fallbacks=%ld signals=%ld elapsed=%.3fs %s%s\n",
+	       "aborts=%ld slow_paths=%ld signals=%ld elapsed=%.3fs %s%s\n",
 	       test_name[(int)opt.test], mode == RSK_INDEX_CID ? "cid" : "cpu",
 	       mode != opt.mode ? "(cid unavailable)" : "", opt.release ? "yes" : "no",
-	       opt.threads, opt.reps, ops, aborts, fallbacks, signals, elapsed,
+	       opt.threads, opt.reps, ops, aborts, slow_paths, signals, elapsed,
 	       failed ? "FAILED: " : "OK", what);
 
 	rsk_counter_destroy(counter);

@@ -2,19 +2,16 @@
 /*
  * rseqkit/rseqkit.h - restartable sequences for Linux user space.
  *
- * The umbrella header: registration and identity (thread.h), the
- * restartable primitive operations (ops.h), the per-CPU data structures
- * (percpu.h; counter.h, spinlock.h, stack.h, ptrbuf.h, copybuf.h,
- * pool.h); per-CPU memory for your own data (mempool.h).  See
- * rseqkit(7).
+ * The umbrella header: the version (version.h), registration and
+ * identity (thread.h), the restartable primitive operations (ops.h), the
+ * per-CPU data structures (percpu.h; counter.h, spinlock.h, stack.h,
+ * ptrbuf.h, copybuf.h, pool.h); per-CPU memory for your own data
+ * (mempool.h).  See rseqkit(7).
  */
 #ifndef RSEQKIT_RSEQKIT_H
 #define RSEQKIT_RSEQKIT_H
 
-#define RSEQKIT_VERSION_MAJOR 0
-#define RSEQKIT_VERSION_MINOR 1
-#define RSEQKIT_VERSION_PATCH 0
-
+#include <rseqkit/version.h>
 #include <rseqkit/abi.h>
 #include <rseqkit/thread.h>
 #include <rseqkit/ops.h>

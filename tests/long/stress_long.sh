@@ -4,9 +4,10 @@
 # The full stress matrix (`make check-long`; not part of `make check`):
 # for every rseqkit-stress test, both index modes, with and without
 # release ordering:
-#   - a 10000-iteration delay at each injection point 1-9,
+#   - a 10000-iteration delay at each injection point 1-9 the test passes
+#     (rseqkit-stress -T TEST -P; the tool refuses the others),
 #   - yield, signal and 1 ms sleep at 25%, 50% and 100% of the passes
-#     (-m 4, -m 2, -m 1) at each C-level point 7-9,
+#     (-m 4, -m 2, -m 1) at each C-level point 7-9 the test passes,
 # with the tool's defaults (200 threads, 5000 repetitions; sleep runs use
 # fewer repetitions: each pass sleeps, and the spinlock test sleeps while
 # holding its lock).
@@ -24,7 +25,12 @@ if ! "$STRESS" -c; then
 	exit 0
 fi
 
-echo "1..$((6 * 2 * 2 * (9 + 3 * 3 * 3)))"
+cpoints() { for p in $("$STRESS" -T "$1" -P); do [ "$p" -ge 7 ] && echo "$p"; done; }
+plan=0
+for t in s l b m i a; do
+	plan=$((plan + 2 * 2 * ($("$STRESS" -T $t -P | wc -w) + 3 * 3 * $(cpoints $t | wc -w))))
+done
+echo "1..$plan"
 n=0
 fails=0
 run() {
@@ -45,10 +51,10 @@ for t in s l b m i a; do
 	for mode in cpu cid; do
 		for rel in "" -M; do
 			set -- -T $t -I $mode $rel
-			for p in 1 2 3 4 5 6 7 8 9; do
+			for p in $("$STRESS" -T $t -P); do
 				run "$@" -$p $LOOPS
 			done
-			for p in 7 8 9; do
+			for p in $(cpoints $t); do
 				for m in 4 2 1; do
 					run "$@" -$p -1 -m $m -y
 					run "$@" -$p -1 -m $m -k

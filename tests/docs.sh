@@ -1,0 +1,47 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Documentation that must match the code (TAP):
+#   - every tool answers --version with its name and rseqkit/version.h's
+#     version;
+#   - the README's package table names every package of the "optional"
+#     group of .ci/packages (the list make deps and .ci/run install);
+#   - rseqkit(7) names every architecture the README does;
+#   - rseqkit-stress refuses an injection point its test lacks.
+#
+# Environment (set by "make check"): BUILD.
+set -u
+BUILD=${BUILD:-build}
+n=0
+fails=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fails=$((fails + 1)); fi
+}
+
+v=$(awk 'NF == 3 && $2 ~ /^RSEQKIT_VERSION_(MAJOR|MINOR|PATCH)$/ { v = v (v == "" ? "" : ".") $3 }
+	END { print v }' include/rseqkit/version.h)
+for tool in rseqkit-info rseqkit-stress rseqkit-bench; do
+	out=$("$BUILD/bin/$tool" --version 2>&1)
+	[ "$out" = "$tool $v" ]
+	ok $? "$tool --version prints '$tool $v' (got: $out)"
+done
+
+for p in $(grep '^optional|' .ci/packages | cut -d'|' -f2); do
+	grep -q "\`$p\`" README.md
+	ok $? "README's package table names $p"
+done
+
+for a in x86-64 i386 aarch64 arm ppc64 s390x riscv64; do
+	grep -q "$a" README.md && sed -n '/^\.SS Architectures/,/^\.S[HS]/p' man/rseqkit.7 | grep -q "$a"
+	ok $? "README and rseqkit(7) both name $a"
+done
+
+out=$("$BUILD/bin/rseqkit-stress" -T i -4 300 2>&1)
+rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q 'never passes injection point 4'
+ok $? "rseqkit-stress -T i -4 300 is refused (exit $rc)"
+echo "$out" | head -n 2 | sed 's/^/# /'
+
+echo "1..$n"
+[ $fails -eq 0 ]
