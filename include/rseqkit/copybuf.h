@@ -56,7 +56,7 @@ extern "C" {
 struct rsk_copybuf_part {
 	intptr_t count;	  /* items in use, [0, capacity] */
 	intptr_t gate;	  /* the progress protocol's gate */
-	intptr_t item[];  /* capacity * words */
+	RSK_PERCPU_FLEX_BEGIN_ intptr_t item[]; RSK_PERCPU_FLEX_END_  /* capacity * words */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_copybuf {

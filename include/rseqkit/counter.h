@@ -45,7 +45,7 @@ struct rsk_counter_part {
 
 struct rsk_counter {
 	RSK_PERCPU_HEAD; /* mode, nr: read-only */
-	struct rsk_counter_part part[];
+	RSK_PERCPU_FLEX_BEGIN_ struct rsk_counter_part part[]; RSK_PERCPU_FLEX_END_
 };
 
 /*

@@ -82,6 +82,17 @@ extern "C" {
 /* Alignment and minimum stride of each CPU's part. */
 #define RSK_PERCPU_ALIGN 128
 
+/* Around a flexible array member: they are C99, and g++ and clang++ accept
+ * them as an extension but warn under -pedantic. */
+#ifdef __cplusplus
+#define RSK_PERCPU_FLEX_BEGIN_                                                 \
+	_Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wpedantic\"")
+#define RSK_PERCPU_FLEX_END_ _Pragma("GCC diagnostic pop")
+#else
+#define RSK_PERCPU_FLEX_BEGIN_
+#define RSK_PERCPU_FLEX_END_
+#endif
+
 /* The structures' fast paths: inlined at every call site, whatever the
  * optimiser thinks of their size (a call costs as much as the section). */
 #define RSK_PERCPU_INLINE static inline __attribute__((always_inline))

@@ -76,7 +76,8 @@ extern "C" {
 
 struct rsk_pool_config {
 	size_t size;	      /* object size, 1 .. RSK_POOL_MAX_SIZE */
-	size_t align;	      /* power of two <= RSK_POOL_MAX_ALIGN; 0: 16 */
+	size_t align;	      /* power of two <= RSK_POOL_MAX_ALIGN; 0: 16, or the smallest
+				 power of two >= size when that is smaller (size 1: 1) */
 	long cache_capacity;  /* objects per CPU cache, 1 .. RSK_POOL_MAX_CAPACITY */
 	size_t max_bytes;     /* bound on the slabs' mapped bytes; 0 = unbounded */
 	unsigned flags;	      /* 0 or RSK_POOL_DEBUG */
@@ -100,7 +101,7 @@ struct rsk_pool_stats {
 struct rsk_pool_part {
 	intptr_t count;	  /* objects in the cache, [0, capacity] */
 	intptr_t gate;	  /* the progress protocol's gate */
-	intptr_t slot[];  /* capacity object pointers */
+	RSK_PERCPU_FLEX_BEGIN_ intptr_t slot[]; RSK_PERCPU_FLEX_END_  /* capacity object pointers */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_pool {

@@ -49,7 +49,7 @@ extern "C" {
 struct rsk_ptrbuf_part {
 	intptr_t count;	  /* slots in use, [0, capacity] */
 	intptr_t gate;	  /* the progress protocol's gate */
-	intptr_t slot[];  /* capacity pointers */
+	RSK_PERCPU_FLEX_BEGIN_ intptr_t slot[]; RSK_PERCPU_FLEX_END_  /* capacity pointers */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_ptrbuf {

@@ -42,7 +42,7 @@ struct rsk_spinlock_part {
 
 struct rsk_spinlock {
 	RSK_PERCPU_HEAD; /* mode, nr: read-only */
-	struct rsk_spinlock_part part[];
+	RSK_PERCPU_FLEX_BEGIN_ struct rsk_spinlock_part part[]; RSK_PERCPU_FLEX_END_
 };
 
 /*

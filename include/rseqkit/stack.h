@@ -53,7 +53,7 @@ struct rsk_stack_part {
 
 struct rsk_stack {
 	RSK_PERCPU_HEAD; /* mode, nr: read-only */
-	struct rsk_stack_part part[];
+	RSK_PERCPU_FLEX_BEGIN_ struct rsk_stack_part part[]; RSK_PERCPU_FLEX_END_
 };
 
 /* rsk_stack_create - allocate a per-CPU stack, every part empty.

@@ -72,8 +72,11 @@ extern struct rsk_fast rsk_fast;
 
 /*
  * rsk_init - initialise the library now (optional: every entry point does
- * it on first use).  Returns 0; rseq being unavailable is not an error
- * (see rsk_status()).  Safe to call any number of times from any thread.
+ * it on first use).  It also decides the calling thread's state (registers
+ * it where rseqkit owns the registrations, makes it known for unloading).
+ * Returns 0; rseq being unavailable is not an error (see rsk_status()).
+ * Safe to call any number of times from any thread; async-signal-safe once
+ * the library's constructor has run.
  */
 int rsk_init(void);
 
@@ -89,10 +92,13 @@ const char *rsk_owner_name(enum rsk_owner owner);
 /*
  * rsk_register - register the calling thread (counted).  The first call
  * registers the thread if nobody has (libc-owned areas are adopted, never
- * re-registered); each call adds one to the thread's count.  Returns 0,
- * or a negative errno when this thread cannot use rseq (-ENOSYS, -EPERM,
- * -EINVAL ...: the count is then unchanged and callers still work through
- * slow paths).
+ * re-registered; without libc's registration rseqkit uses an area of its
+ * own TLS, never glibc's, since glibc would abort the process when it
+ * cannot register a new thread); each call adds one to the thread's count.
+ * Async-signal-safe: a handler may make the thread's first call inside the
+ * thread's own.  Returns 0, or a negative errno when this thread cannot use
+ * rseq (-ENOSYS, -EPERM, -EINVAL ...: the count is then unchanged and
+ * callers still work through slow paths); never -EBUSY.
  */
 int rsk_register(void);
 
@@ -111,14 +117,23 @@ int rsk_register(void);
 int rsk_unregister(unsigned flags);
 
 /*
- * rsk_prepare_unload - call before dlclose() of code that ran critical
- * sections: clears the calling thread's armed descriptor (the kernel would
- * otherwise read a descriptor from unmapped memory at the next preemption
- * and kill the thread) and stops the thread-exit hook of an unloading
- * librseqkit.  Other threads that ran such sections must call it too, or
- * be known to have been preempted since.
+ * rsk_prepare_unload - before dlclose() of a shared object that uses
+ * librseqkit.so and ran sections: clears, in every thread this copy of the
+ * library knows (each thread that made an out-of-line call, each thread it
+ * registered), the descriptor pointers into the calling object (found from
+ * the return address; a tail call makes that the caller's caller, so
+ * prefer rsk_prepare_unload_object()), and the calling thread's own
+ * pointer.  Once, from any thread, after the object's code stopped
+ * running.  Objects that embed librseqkit.a need nothing: the copy's
+ * destructor does it.  In a process where libc owns the registrations, a
+ * thread that only ran inline operations is not known: call rsk_init() at
+ * the object's entry points.
  */
 void rsk_prepare_unload(void);
+
+/* rsk_prepare_unload_object - rsk_prepare_unload() for the object that
+ * contains addr (any function of it), whoever calls it. */
+void rsk_prepare_unload_object(const void *addr);
 
 /* rsk_possible_cpus - number of possible CPUs (ids are below it), >= 1. */
 int rsk_possible_cpus(void);

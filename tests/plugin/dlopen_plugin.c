@@ -126,9 +126,6 @@ PLUGIN_EXPORT int plugin_use(int reps)
 }
 
 #ifdef PLUGIN_SHARED
-/* src/runtime.c; declared in <rseqkit/thread.h> once that has it. */
-void rsk_prepare_unload_object(const void *addr);
-
 /* A plugin that uses librseqkit.so: the library may stay loaded after the
  * plugin is gone, so the plugin clears its own descriptors, in every
  * thread, once, naming itself by the address of one of its functions.
