@@ -346,7 +346,7 @@ struct gate_self {
 	int32_t tid;		/* kernel thread id, 0 until first use */
 	struct gate_slot *slot; /* this thread's holder slot */
 };
-static __thread struct gate_self gself __attribute__((tls_model("initial-exec")));
+static __thread struct gate_self gself;
 
 static struct gate_slot *slot_claim(int32_t tid)
 {

@@ -25,10 +25,27 @@
  *
  * Fences: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ), with
  * MEMBARRIER_CMD_FLAG_CPU for one CPU, registered once on first use.  Where
- * the kernel lacks it the calling thread migrates itself onto the CPU
- * (being scheduled there means whatever ran there was preempted, which
- * restarts its section) and back.  Where no thread can run sections (rseq
- * unavailable in the process) a fence is free: it returns at once.
+ * the kernel lacks it (or a seccomp filter denies it) the calling thread
+ * migrates itself onto each CPU (being scheduled there means whatever ran
+ * there was preempted, which restarts its section) and back; offline CPUs,
+ * CPUs no thread of the process may run on (their affinity) and the CPU
+ * the caller is on need nothing, and a CPU it must reach but cannot is
+ * reported (-ENXIO).  Where no thread can run sections (rseq unavailable
+ * in the process) a fence is free: it returns at once.
+ *
+ * Signals: rsk_gate_close(), rsk_gate_open(), rsk_fence_*() are
+ * async-signal-safe (no malloc, no pthread lock, errno preserved).  A
+ * handler that interrupted its own thread while it holds a gate gets
+ * -EDEADLK from closing that gate, never a self-deadlock.
+ * fork(): pthread_atfork handlers make the child's gates usable: fork()
+ * waits until no other thread holds (or is taking) a gate or a pool's
+ * depot lock - at most 2 s for a stuck holder, reported on stderr - and
+ * closes made meanwhile wait for the fork to finish; in the child the
+ * forking thread's own gates carry its new thread id.  vfork(), _Fork()
+ * and raw clone() run no handlers: such a child must not use rseqkit.
+ * Thread exit: a thread that exits holding a gate leaves it closed; the
+ * next close reports it and returns -EOWNERDEAD.  dlclose(): glibc drops
+ * the fork handlers with the library; nothing else is registered.
  */
 #ifndef RSEQKIT_PROGRESS_H
 #define RSEQKIT_PROGRESS_H
