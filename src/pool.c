@@ -8,17 +8,29 @@
  * its free objects (the depot never writes into objects: a debug pool's
  * poison stays intact) and, in debug pools, a state byte per object.
  *
- * Lock order: a part's gate, then the depot lock (never the reverse, and
- * never two gates at once).
+ * Nothing slow happens under a part's gate: the depot lock, mmap/munmap
+ * and the debug pools' memsets are taken or done with every gate open
+ * (objects move between a cache and the depot through a scratch buffer),
+ * so the fast paths of a CPU never stop for them.  Never two gates, nor a
+ * gate and the depot lock, at once.
+ *
+ * The depot lock is a thread-id lock of the progress layer (the gates'
+ * code without the fence): a fork() waits until no thread holds it, and
+ * a signal handler that interrupted its own thread inside the depot gets
+ * -EDEADLK, and then works with the caches only (its own part's, another
+ * part's, or the overflow array that the next depot holder empties).
+ * Nothing here calls malloc after creation (parts, scratch buffers and
+ * slabs are mapped), so the slow paths are async-signal-safe with respect
+ * to the same thread, debug pools excepted.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include "internal.h"
 #include <rseqkit/pool.h>
+
 
 #define SLAB_MIN_BYTES ((size_t)64 << 10)
 #define SLAB_MAGIC 0x72736b736c616275ull /* "rskslabu" */
@@ -38,19 +50,39 @@ struct slab {
 	uint16_t freeidx[];	    /* nfree indices of free objects */
 };
 
+#define POOL_XFER_BUFS	4  /* scratch buffers of a pool (mapped on first use) */
+#define POOL_XFER_STACK 64 /* objects moved at once without one */
+#define POOL_OVERFLOW	64 /* frees parked while the depot is unavailable */
+
 struct pool_impl {
 	struct rsk_pool pub; /* first: the pool's address is the impl's */
-	pthread_mutex_t lock;
+	intptr_t lock;	     /* the depot lock (rsk_lock_take_) */
 	size_t size, stride;	      /* object bytes, bytes between objects */
 	size_t slab_bytes, slab_objects;
 	size_t state_off, first_off;  /* from the slab's start */
 	size_t max_bytes;
 	size_t part_bytes;
 	intptr_t batch;		      /* objects moved per refill / flush */
+	char *parts;		      /* nr * part_bytes, mapped (NULL: one map each) */
+	size_t ncaches;		      /* atomic */
+	intptr_t *xbuf[POOL_XFER_BUFS]; /* capacity + 1 objects each */
+	int xbusy[POOL_XFER_BUFS];
+	intptr_t overflow[POOL_OVERFLOW];
+	int noverflow;		      /* atomic: entries possibly in use */
 	/* Under the lock: */
 	struct slab *slabs, *partial;
-	size_t nslabs, depot_free, ncaches;
+	size_t nslabs, growing, depot_free;
 };
+
+/* The progress layer's thread-id locks (src/progress.c), and its gate
+ * close that names the structure in its reports. */
+int rsk_lock_take_(intptr_t *lock, const char *what, const void *obj);
+void rsk_lock_drop_(intptr_t *lock);
+int rsk_lock_mine_(const intptr_t *lock);
+void rsk_hold_enter_(void);
+void rsk_hold_leave_(void);
+int rsk_gate_close_named_(intptr_t *gate, enum rsk_index_mode mode, int idx, const char *what,
+			  const void *obj);
 
 static struct pool_impl *impl(struct rsk_pool *p)
 {
@@ -86,7 +118,7 @@ static long poison_broken(const struct pool_impl *pi, const void *obj)
 	return -1;
 }
 
-/* ---- slabs and the depot (under the lock) ---- */
+/* ---- slabs and the depot ---- */
 
 static struct slab *slab_of(const struct pool_impl *pi, const void *obj)
 {
@@ -119,18 +151,25 @@ static void partial_remove(struct pool_impl *pi, struct slab *s)
 	s->partial = 0;
 }
 
-/* Map one more slab, all objects in the depot.  0 or -ENOMEM. */
-static int grow(struct pool_impl *pi)
+static void *map_zeroed(size_t bytes)
+{
+	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+
+	return m == MAP_FAILED ? NULL : m;
+}
+
+/* Map and fill one slab, every object free (no lock held).  NULL if mmap
+ * failed. */
+static struct slab *slab_map(struct pool_impl *pi)
 {
 	size_t S = pi->slab_bytes;
 	char *raw, *base;
 	struct slab *s;
 
-	if (pi->max_bytes != 0 && (pi->nslabs + 1) * S > pi->max_bytes)
-		return -ENOMEM;
 	raw = mmap(NULL, 2 * S, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (raw == MAP_FAILED)
-		return -ENOMEM;
+		return NULL;
 	base = (char *)align_up((uintptr_t)raw, S);
 	if (base > raw)
 		munmap(raw, (size_t)(base - raw));
@@ -148,6 +187,12 @@ static int grow(struct pool_impl *pi)
 		s->state = (unsigned char *)base + pi->state_off; /* zero: OBJ_FREE */
 		memset(s->first, RSK_POOL_POISON, pi->slab_objects * pi->stride);
 	}
+	return s;
+}
+
+/* Put a mapped slab into the depot (under the lock). */
+static void slab_link(struct pool_impl *pi, struct slab *s)
+{
 	s->prev = NULL;
 	s->next = pi->slabs;
 	if (pi->slabs)
@@ -156,30 +201,37 @@ static int grow(struct pool_impl *pi)
 	partial_add(pi, s);
 	pi->nslabs++;
 	pi->depot_free += pi->slab_objects;
-	return 0;
 }
 
-/* Take up to n objects; map a slab only if may_grow and nothing was found.
- * Returns how many. */
-static size_t depot_get(struct pool_impl *pi, intptr_t *out, size_t n, int may_grow)
+/* Take a slab out of the depot (under the lock); slab_unmap() follows. */
+static void slab_unlink(struct pool_impl *pi, struct slab *s)
 {
-	size_t got = 0;
+	if (s->partial)
+		partial_remove(pi, s);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		pi->slabs = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	pi->nslabs--;
+	pi->depot_free -= s->nfree;
+}
 
-	while (got < n) {
-		struct slab *s = pi->partial;
-
-		if (s == NULL) {
-			if (got > 0 || !may_grow || grow(pi) != 0)
-				break;
-			continue;
+/* Check (debug pools) and unmap a slab that nothing can reach any more. */
+static void slab_unmap(struct pool_impl *pi, struct slab *s)
+{
+	if (pi->pub.flags & RSK_POOL_DEBUG) {
+		/* Last chance to see a write after free. */
+		for (size_t i = 0; i < pi->slab_objects; i++) {
+			char *obj = s->first + i * pi->stride;
+			long off;
+			if (s->state[i] == OBJ_FREE && (off = poison_broken(pi, obj)) >= 0)
+				report(pi, "write after free (use after free) to", obj, off);
 		}
-		while (got < n && s->nfree > 0)
-			out[got++] = (intptr_t)(s->first + (size_t)s->freeidx[--s->nfree] * pi->stride);
-		if (s->nfree == 0)
-			partial_remove(pi, s);
 	}
-	pi->depot_free -= got;
-	return got;
+	s->magic = 0;
+	munmap(s, pi->slab_bytes);
 }
 
 static void depot_put(struct pool_impl *pi, void *obj)
@@ -194,29 +246,168 @@ static void depot_put(struct pool_impl *pi, void *obj)
 	pi->depot_free++;
 }
 
-static void slab_unmap(struct pool_impl *pi, struct slab *s)
+/* ---- the overflow: frees parked while the depot is the caller's own ---- */
+
+static int overflow_put(struct pool_impl *pi, intptr_t obj)
 {
-	if (pi->pub.flags & RSK_POOL_DEBUG) {
-		/* Last chance to see a write after free. */
-		for (size_t i = 0; i < pi->slab_objects; i++) {
-			char *obj = s->first + i * pi->stride;
-			long off;
-			if (s->state[i] == OBJ_FREE && (off = poison_broken(pi, obj)) >= 0)
-				report(pi, "write after free (use after free) to", obj, off);
+	for (int i = 0; i < POOL_OVERFLOW; i++) {
+		intptr_t none = 0;
+		if (__atomic_compare_exchange_n(&pi->overflow[i], &none, obj, 0, __ATOMIC_RELEASE,
+						__ATOMIC_RELAXED)) {
+			__atomic_add_fetch(&pi->noverflow, 1, __ATOMIC_RELEASE);
+			return 1;
 		}
 	}
-	if (s->partial)
-		partial_remove(pi, s);
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		pi->slabs = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	pi->nslabs--;
-	pi->depot_free -= s->nfree;
-	s->magic = 0;
-	munmap(s, pi->slab_bytes);
+	return 0;
+}
+
+static intptr_t overflow_take(struct pool_impl *pi)
+{
+	if (__atomic_load_n(&pi->noverflow, __ATOMIC_ACQUIRE) <= 0)
+		return 0;
+	for (int i = 0; i < POOL_OVERFLOW; i++) {
+		intptr_t obj = __atomic_exchange_n(&pi->overflow[i], 0, __ATOMIC_ACQUIRE);
+		if (obj != 0) {
+			__atomic_sub_fetch(&pi->noverflow, 1, __ATOMIC_RELAXED);
+			return obj;
+		}
+	}
+	return 0;
+}
+
+/* ---- the depot lock ---- */
+
+/* 0, -EDEADLK (the calling thread holds it: a signal handler interrupted
+ * its own depot work) or -EOWNERDEAD (its holder is gone). */
+static int depot_lock(struct pool_impl *pi)
+{
+	int err = rsk_lock_take_(&pi->lock, "pool", pi);
+	intptr_t obj;
+
+	if (err == 0)
+		while ((obj = overflow_take(pi)) != 0)
+			depot_put(pi, (void *)obj);
+	return err;
+}
+
+static void depot_unlock(struct pool_impl *pi)
+{
+	rsk_lock_drop_(&pi->lock);
+}
+
+/* Take up to n objects from the depot's slabs (under the lock). */
+static size_t depot_get(struct pool_impl *pi, intptr_t *out, size_t n)
+{
+	size_t got = 0;
+	struct slab *s;
+
+	while (got < n && (s = pi->partial) != NULL) {
+		while (got < n && s->nfree > 0)
+			out[got++] = (intptr_t)(s->first + (size_t)s->freeidx[--s->nfree] * pi->stride);
+		if (s->nfree == 0)
+			partial_remove(pi, s);
+	}
+	pi->depot_free -= got;
+	return got;
+}
+
+/* Put n objects back (takes the lock); 0 or the lock's error. */
+static int depot_put_all(struct pool_impl *pi, const intptr_t *objs, size_t n)
+{
+	int err;
+
+	if (n == 0)
+		return 0;
+	err = depot_lock(pi);
+	if (err != 0)
+		return err;
+	for (size_t i = 0; i < n; i++)
+		depot_put(pi, (void *)objs[i]);
+	depot_unlock(pi);
+	return 0;
+}
+
+/*
+ * Take between 1 and n objects, mapping a slab when the depot is empty
+ * (outside the lock: the slab is counted against max_bytes meanwhile).
+ * Returns how many (0: -ENOMEM, or the lock's error in *err).
+ */
+static size_t depot_take(struct pool_impl *pi, intptr_t *out, size_t n, int *err)
+{
+	size_t got;
+	struct slab *s;
+
+	*err = depot_lock(pi);
+	if (*err != 0)
+		return 0;
+	while ((got = depot_get(pi, out, n)) == 0) {
+		if (pi->max_bytes != 0 &&
+		    (pi->nslabs + pi->growing + 1) * pi->slab_bytes > pi->max_bytes) {
+			*err = -ENOMEM;
+			break;
+		}
+		pi->growing++;
+		depot_unlock(pi);
+		s = slab_map(pi);
+		*err = depot_lock(pi);
+		if (*err != 0) {
+			if (s != NULL) /* the lock's holder died: give up */
+				munmap(s, pi->slab_bytes);
+			return 0;
+		}
+		pi->growing--;
+		if (s == NULL) {
+			*err = -ENOMEM;
+			break;
+		}
+		slab_link(pi, s);
+	}
+	depot_unlock(pi);
+	return got;
+}
+
+/* ---- scratch buffers: objects in transit between a cache and the depot ---- */
+
+struct xfer {
+	intptr_t *buf;
+	size_t cap; /* entries */
+	int slot;   /* which of the pool's buffers, -1: the stack one */
+	intptr_t stack[POOL_XFER_STACK];
+};
+
+/* Objects in transit are counted as a hold: fork() waits for them to
+ * arrive, so a child never loses them. */
+static void xfer_get(struct pool_impl *pi, struct xfer *x)
+{
+	rsk_hold_enter_();
+	for (int i = 0; i < POOL_XFER_BUFS; i++) {
+		int free_ = 0;
+		if (!__atomic_compare_exchange_n(&pi->xbusy[i], &free_, 1, 0, __ATOMIC_ACQUIRE,
+						 __ATOMIC_RELAXED))
+			continue;
+		if (pi->xbuf[i] == NULL)
+			pi->xbuf[i] = map_zeroed(((size_t)pi->pub.capacity + 1) * sizeof(intptr_t));
+		if (pi->xbuf[i] == NULL) {
+			__atomic_store_n(&pi->xbusy[i], 0, __ATOMIC_RELEASE);
+			break;
+		}
+		x->buf = pi->xbuf[i];
+		x->cap = (size_t)pi->pub.capacity + 1;
+		x->slot = i;
+		return;
+	}
+	/* All busy (signal handlers, or more threads than buffers at the
+	 * depot at once): move fewer objects this time. */
+	x->buf = x->stack;
+	x->cap = POOL_XFER_STACK;
+	x->slot = -1;
+}
+
+static void xfer_put(struct pool_impl *pi, struct xfer *x)
+{
+	if (x->slot >= 0)
+		__atomic_store_n(&pi->xbusy[x->slot], 0, __ATOMIC_RELEASE);
+	rsk_hold_leave_();
 }
 
 /* ---- creation ---- */
@@ -255,7 +446,8 @@ RSK_EXPORT int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_conf
 		if (first_off + nobj * stride <= S)
 			break;
 	}
-	if (nobj == 0)
+	/* A bound below one slab would make every allocation fail. */
+	if (nobj == 0 || (cfg->max_bytes != 0 && cfg->max_bytes < S))
 		return -EINVAL;
 
 	pi = calloc(1, sizeof(*pi));
@@ -268,7 +460,6 @@ RSK_EXPORT int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_conf
 		free(pi);
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&pi->lock, NULL);
 	pi->pub.mode = rsk_percpu_effective_mode(cfg->mode);
 	pi->pub.nr = nr;
 	pi->pub.magic_ = RSK_PERCPU_MAGIC;
@@ -287,6 +478,9 @@ RSK_EXPORT int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_conf
 					  (size_t)cfg->cache_capacity * sizeof(intptr_t),
 				  RSK_PERCPU_ALIGN);
 	pi->batch = (cfg->cache_capacity + 1) / 2;
+	/* The caches' address space, touched (and so backed) part by part;
+	 * if it cannot be reserved, each cache is mapped on first use. */
+	pi->parts = map_zeroed(pi->part_bytes * (size_t)nr);
 	*out = &pi->pub;
 	return 0;
 }
@@ -294,83 +488,250 @@ RSK_EXPORT int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_conf
 RSK_EXPORT int rsk_pool_destroy(struct rsk_pool *p)
 {
 	struct pool_impl *pi = impl(p);
+	struct slab *s;
 
 	if (p == NULL)
 		return -EINVAL;
-	while (pi->slabs != NULL)
-		slab_unmap(pi, pi->slabs);
-	for (int i = 0; i < p->nr; i++)
-		free(p->part[i]);
+	while ((s = pi->slabs) != NULL) {
+		slab_unlink(pi, s);
+		slab_unmap(pi, s);
+	}
+	if (pi->parts != NULL)
+		munmap(pi->parts, pi->part_bytes * (size_t)p->nr);
+	else
+		for (int i = 0; i < p->nr; i++)
+			if (p->part[i] != NULL)
+				munmap(p->part[i], pi->part_bytes);
+	for (int i = 0; i < POOL_XFER_BUFS; i++)
+		if (pi->xbuf[i] != NULL)
+			munmap(pi->xbuf[i], ((size_t)p->capacity + 1) * sizeof(intptr_t));
 	free(p->part);
-	pthread_mutex_destroy(&pi->lock);
 	free(pi);
 	return 0;
 }
 
 /* The cache of part idx, created on first use (NULL if out of memory:
- * the caller works on the depot directly). */
+ * the caller works on the depot directly).  Lock-free, no malloc. */
 static struct rsk_pool_part *get_part(struct pool_impl *pi, int idx)
 {
-	struct rsk_pool_part *c = __atomic_load_n(&pi->pub.part[idx], __ATOMIC_ACQUIRE);
+	struct rsk_pool_part *c = __atomic_load_n(&pi->pub.part[idx], __ATOMIC_ACQUIRE), *none = NULL;
 
 	if (c != NULL)
 		return c;
-	pthread_mutex_lock(&pi->lock);
-	c = pi->pub.part[idx];
-	if (c == NULL) {
-		c = aligned_alloc(RSK_PERCPU_ALIGN, pi->part_bytes);
-		if (c != NULL) {
-			memset(c, 0, pi->part_bytes);
-			pi->ncaches++;
-			__atomic_store_n(&pi->pub.part[idx], c, __ATOMIC_RELEASE);
-		}
+	c = pi->parts != NULL ? (struct rsk_pool_part *)(void *)(pi->parts + (size_t)idx * pi->part_bytes)
+			      : map_zeroed(pi->part_bytes);
+	if (c == NULL)
+		return NULL;
+	if (__atomic_compare_exchange_n(&pi->pub.part[idx], &none, c, 0, __ATOMIC_RELEASE,
+					__ATOMIC_ACQUIRE)) {
+		__atomic_add_fetch(&pi->ncaches, 1, __ATOMIC_RELAXED);
+		return c;
 	}
-	pthread_mutex_unlock(&pi->lock);
-	return c;
+	if (pi->parts == NULL)
+		munmap(c, pi->part_bytes);
+	return none;
+}
+
+/* ---- the caches under their gates: plain code, no slow work ---- */
+
+static int close_part(struct pool_impl *pi, struct rsk_pool_part *c, int idx)
+{
+	return rsk_gate_close_named_(&c->gate, pi->pub.mode, idx, "pool", pi);
+}
+
+/* Pop one object from cache idx into *obj (0 if it is empty).  Returns 0,
+ * -ENOMEM (no cache) or the gate's error. */
+static int cache_pop(struct pool_impl *pi, int idx, intptr_t *obj)
+{
+	struct rsk_pool_part *c = get_part(pi, idx);
+	intptr_t count;
+	int err;
+
+	*obj = 0;
+	if (c == NULL)
+		return -ENOMEM;
+	err = close_part(pi, c, idx);
+	if (err != 0)
+		return err;
+	count = c->count;
+	if (count > 0) {
+		*obj = c->slot[count - 1];
+		__atomic_store_n(&c->count, count - 1, __ATOMIC_RELAXED);
+	}
+	rsk_gate_open(&c->gate);
+	return 0;
+}
+
+/* Add objs[0..n) to cache idx, as many as fit; returns how many, or the
+ * gate's error. */
+static long cache_fill(struct pool_impl *pi, int idx, const intptr_t *objs, size_t n)
+{
+	struct rsk_pool_part *c = get_part(pi, idx);
+	intptr_t count;
+	size_t k;
+	int err;
+
+	if (c == NULL)
+		return -ENOMEM;
+	err = close_part(pi, c, idx);
+	if (err != 0)
+		return err;
+	count = c->count;
+	k = (size_t)(pi->pub.capacity - count);
+	if (k > n)
+		k = n;
+	memcpy(&c->slot[count], objs, k * sizeof(intptr_t));
+	__atomic_store_n(&c->count, count + (intptr_t)k, __ATOMIC_RELAXED);
+	rsk_gate_open(&c->gate);
+	return (long)k;
+}
+
+/*
+ * Push obj onto cache idx.  When it is full: with x, its oldest objects
+ * (up to a batch, as many as x holds) move into x first (*moved of them:
+ * the caller gives them to the depot); without x, -ENOSPC.  Returns 0,
+ * -ENOSPC, -ENOMEM (no cache) or the gate's error.
+ */
+static int cache_push(struct pool_impl *pi, int idx, intptr_t obj, struct xfer *x, size_t *moved)
+{
+	struct rsk_pool_part *c = get_part(pi, idx);
+	intptr_t count;
+	int err;
+
+	if (c == NULL)
+		return -ENOMEM;
+	err = close_part(pi, c, idx);
+	if (err != 0)
+		return err;
+	count = c->count;
+	if (count >= pi->pub.capacity) {
+		size_t n = (size_t)pi->batch;
+		if (x == NULL) {
+			rsk_gate_open(&c->gate);
+			return -ENOSPC;
+		}
+		if (n > x->cap)
+			n = x->cap;
+		/* The oldest: the newest are warm in cache. */
+		memcpy(x->buf, c->slot, n * sizeof(intptr_t));
+		memmove(c->slot, c->slot + n, ((size_t)count - n) * sizeof(intptr_t));
+		count -= (intptr_t)n;
+		*moved = n;
+	}
+	c->slot[count] = obj;
+	__atomic_store_n(&c->count, count + 1, __ATOMIC_RELAXED);
+	rsk_gate_open(&c->gate);
+	return 0;
+}
+
+/* A signal handler's way round a part or a depot it interrupted: another
+ * part's cache. */
+static int other_pop(struct pool_impl *pi, int idx, intptr_t *obj)
+{
+	for (int k = 1; k < pi->pub.nr; k++) {
+		int j = (idx + k) % pi->pub.nr;
+		struct rsk_pool_part *c = __atomic_load_n(&pi->pub.part[j], __ATOMIC_ACQUIRE);
+
+		if (c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) > 0 &&
+		    cache_pop(pi, j, obj) == 0 && *obj != 0)
+			return 0;
+	}
+	*obj = 0;
+	return -ENOENT;
+}
+
+static int other_push(struct pool_impl *pi, int idx, intptr_t obj)
+{
+	for (int k = 1; k < pi->pub.nr; k++) {
+		int j = (idx + k) % pi->pub.nr;
+		struct rsk_pool_part *c = __atomic_load_n(&pi->pub.part[j], __ATOMIC_ACQUIRE);
+
+		if (c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) < pi->pub.capacity &&
+		    cache_push(pi, j, obj, NULL, NULL) == 0)
+			return 0;
+	}
+	return -ENOSPC;
 }
 
 /* ---- slow paths ---- */
+
+/*
+ * One object from the depot and, if cache idx can take them (use_cache),
+ * a batch for it: the depot work is done with the gate open, and only the
+ * hand-over to the cache closes it.  Returns the object or 0 (*err).
+ */
+static intptr_t refill(struct pool_impl *pi, int idx, int use_cache, int *err)
+{
+	struct xfer x;
+	size_t want, got;
+	intptr_t obj = 0;
+
+	xfer_get(pi, &x);
+	want = use_cache ? 1 + (size_t)pi->batch : 1;
+	if (want > x.cap)
+		want = x.cap;
+	got = depot_take(pi, x.buf, want, err);
+	if (got > 0) {
+		long k = 0;
+		obj = x.buf[0];
+		if (got > 1) {
+			k = cache_fill(pi, idx, x.buf + 1, got - 1);
+			if (k < 0)
+				k = 0;
+		}
+		/* What did not fit (the cache filled meanwhile) goes back. */
+		depot_put_all(pi, x.buf + 1 + k, got - 1 - (size_t)k);
+		*err = 0;
+	}
+	xfer_put(pi, &x);
+	return obj;
+}
 
 RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
 {
 	struct pool_impl *pi = impl(p);
 	unsigned aborts = 0;
-	intptr_t fast;
+	intptr_t fast, obj;
+	int idx, err;
 
 	while (rsk_percpu_again(ret, &aborts)) {
 		ret = rsk_pool_try_alloc_(p, &fast, rsk_area_offset_());
 		if (ret == RSK_OK)
 			return rsk_pool_checked_(p, (void *)fast);
 	}
-
+	idx = rsk_percpu_slow_index(p->mode, p->nr);
+	rsk_note_slow_path_at(idx);
 	for (int attempt = 0;; attempt++) {
-		int idx = rsk_percpu_slow_index(p->mode, p->nr);
 		struct rsk_pool_part *c = get_part(pi, idx);
-		intptr_t obj = 0;
 
-		if (c != NULL && rsk_gate_close(&c->gate, p->mode, idx) == 0) {
-			intptr_t count = c->count;
-			if (count > 0) {
-				obj = c->slot[count - 1];
-				__atomic_store_n(&c->count, count - 1, __ATOMIC_RELAXED);
-			} else {
-				pthread_mutex_lock(&pi->lock);
-				if (depot_get(pi, &obj, 1, 1) == 1) {
-					size_t n = depot_get(pi, c->slot, (size_t)pi->batch, 0);
-					__atomic_store_n(&c->count, (intptr_t)n, __ATOMIC_RELAXED);
-				}
-				pthread_mutex_unlock(&pi->lock);
-			}
-			rsk_gate_open(&c->gate);
-		} else {
-			/* No cache (or its fence failed): the depot directly. */
-			pthread_mutex_lock(&pi->lock);
-			depot_get(pi, &obj, 1, 1);
-			pthread_mutex_unlock(&pi->lock);
+		/* An empty cache (a hint: checked again under the gate) goes
+		 * to the depot first, and the gate closes once, to refill. */
+		obj = 0;
+		err = c == NULL ? -ENOMEM : 0;
+		if (c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) > 0) {
+			err = cache_pop(pi, idx, &obj);
+			if (obj != 0)
+				return rsk_pool_checked_(p, (void *)obj);
 		}
-		rsk_note_slow_path();
+		if (rsk_lock_mine_(&pi->lock)) {
+			/* A signal handler that interrupted this thread in the
+			 * depot: what the caches hold is all there is. */
+			obj = overflow_take(pi);
+			if (obj == 0)
+				other_pop(pi, idx, &obj);
+			if (obj != 0)
+				return rsk_pool_checked_(p, (void *)obj);
+			errno = EDEADLK;
+			return NULL;
+		}
+		/* The cache was empty (or its gate failed: the depot only). */
+		obj = refill(pi, idx, err == 0, &err);
 		if (obj != 0)
 			return rsk_pool_checked_(p, (void *)obj);
+		if (err == -EOWNERDEAD || err == -EDEADLK) {
+			errno = -err;
+			return NULL;
+		}
 		/* At the bound: the other caches may hold free objects. */
 		if (attempt == 0 && pi->max_bytes != 0) {
 			rsk_pool_drain(p, -1);
@@ -385,8 +746,10 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 {
 	struct pool_impl *pi = impl(p);
 	unsigned aborts = 0;
+	size_t moved = 0;
+	struct xfer x;
 	struct rsk_pool_part *c;
-	int idx;
+	int idx, err, mine, full;
 
 	while (rsk_percpu_again(ret, &aborts)) {
 		ret = rsk_pool_try_free_(p, obj, rsk_area_offset_());
@@ -394,30 +757,38 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 			return 0;
 	}
 	idx = rsk_percpu_slow_index(p->mode, p->nr);
+	rsk_note_slow_path_at(idx);
 	c = get_part(pi, idx);
-
-	if (c != NULL && rsk_gate_close(&c->gate, p->mode, idx) == 0) {
-		intptr_t count = c->count;
-		if (count >= p->capacity) {
-			/* Flush the oldest half: the newest are warm in cache. */
-			intptr_t n = pi->batch;
-			pthread_mutex_lock(&pi->lock);
-			for (intptr_t i = 0; i < n; i++)
-				depot_put(pi, (void *)c->slot[i]);
-			pthread_mutex_unlock(&pi->lock);
-			memmove(c->slot, c->slot + n, (size_t)(count - n) * sizeof(intptr_t));
-			count -= n;
-		}
-		c->slot[count] = (intptr_t)obj;
-		__atomic_store_n(&c->count, count + 1, __ATOMIC_RELAXED);
-		rsk_gate_open(&c->gate);
-	} else {
-		pthread_mutex_lock(&pi->lock);
-		depot_put(pi, obj);
-		pthread_mutex_unlock(&pi->lock);
+	/* Flushing needs the depot (not when the caller is inside it) and a
+	 * scratch buffer, taken only when the cache looks full. */
+	mine = rsk_lock_mine_(&pi->lock);
+	full = !mine && c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) >= p->capacity;
+	if (full)
+		xfer_get(pi, &x);
+	err = cache_push(pi, idx, (intptr_t)obj, full ? &x : NULL, &moved);
+	if (err == -ENOSPC && !mine) {
+		/* It filled meanwhile. */
+		full = 1;
+		xfer_get(pi, &x);
+		err = cache_push(pi, idx, (intptr_t)obj, &x, &moved);
 	}
-	rsk_note_slow_path();
-	return 0;
+	if (err != 0 && !mine) {
+		/* The part's gate is this thread's own (a signal handler), or
+		 * its fence failed, or there is no cache: the depot directly. */
+		intptr_t o = (intptr_t)obj;
+		err = depot_put_all(pi, &o, 1);
+	} else if (err != 0) {
+		/* The depot is this thread's own: another cache, the overflow. */
+		err = other_push(pi, idx, (intptr_t)obj);
+		if (err != 0)
+			err = overflow_put(pi, (intptr_t)obj) ? 0 : -EDEADLK;
+	}
+	if (moved > 0 && depot_put_all(pi, x.buf, moved) != 0)
+		for (size_t i = 0; i < moved; i++) /* only if the depot's holder died */
+			overflow_put(pi, x.buf[i]);
+	if (full)
+		xfer_put(pi, &x);
+	return err;
 }
 
 /* ---- maintenance ---- */
@@ -426,49 +797,77 @@ RSK_EXPORT int rsk_pool_drain(struct rsk_pool *p, int cpu)
 {
 	struct pool_impl *pi = impl(p);
 	int ret = 0, first, last;
+	struct xfer x;
 
 	if (p == NULL || cpu < -1 || cpu >= p->nr)
 		return -EINVAL;
+	if (rsk_lock_mine_(&pi->lock))
+		return -EDEADLK;
 	first = cpu < 0 ? 0 : cpu;
 	last = cpu < 0 ? p->nr - 1 : cpu;
+	xfer_get(pi, &x);
 	for (int i = first; i <= last; i++) {
 		struct rsk_pool_part *c = __atomic_load_n(&p->part[i], __ATOMIC_ACQUIRE);
-		int err;
+		intptr_t left = c != NULL ? __atomic_load_n(&c->count, __ATOMIC_RELAXED) : 0;
 
-		if (c == NULL || __atomic_load_n(&c->count, __ATOMIC_RELAXED) == 0)
-			continue;
-		err = rsk_gate_close(&c->gate, p->mode, i);
-		if (err != 0) {
-			ret = -EINVAL;
-			continue;
+		/* The objects that were there; the cache may refill meanwhile. */
+		while (left > 0) {
+			intptr_t count;
+			size_t n;
+			int err = close_part(pi, c, i);
+
+			if (err != 0) {
+				if (ret == 0)
+					ret = err;
+				break;
+			}
+			count = c->count;
+			n = (size_t)count < x.cap ? (size_t)count : x.cap;
+			/* The newest, from the top: the count drops in one store. */
+			memcpy(x.buf, &c->slot[count - (intptr_t)n], n * sizeof(intptr_t));
+			__atomic_store_n(&c->count, count - (intptr_t)n, __ATOMIC_RELAXED);
+			rsk_gate_open(&c->gate);
+			err = depot_put_all(pi, x.buf, n);
+			if (err != 0) {
+				for (size_t k = 0; k < n; k++)
+					overflow_put(pi, x.buf[k]);
+				if (ret == 0)
+					ret = err;
+				break;
+			}
+			left = n == 0 ? 0 : left - (intptr_t)n;
 		}
-		pthread_mutex_lock(&pi->lock);
-		for (intptr_t k = 0; k < c->count; k++)
-			depot_put(pi, (void *)c->slot[k]);
-		pthread_mutex_unlock(&pi->lock);
-		__atomic_store_n(&c->count, 0, __ATOMIC_RELAXED);
-		rsk_gate_open(&c->gate);
 	}
+	xfer_put(pi, &x);
 	return ret;
 }
 
 RSK_EXPORT int rsk_pool_trim(struct rsk_pool *p)
 {
 	struct pool_impl *pi = impl(p);
-	struct slab *s, *next;
-	int n = 0;
+	struct slab *s, *next, *gone = NULL;
+	int n = 0, err;
 
 	if (p == NULL)
 		return -EINVAL;
-	pthread_mutex_lock(&pi->lock);
+	err = depot_lock(pi);
+	if (err != 0)
+		return err;
 	for (s = pi->slabs; s != NULL; s = next) {
 		next = s->next;
 		if (s->nfree == pi->slab_objects) {
-			slab_unmap(pi, s);
+			slab_unlink(pi, s);
+			s->next = gone;
+			gone = s;
 			n++;
 		}
 	}
-	pthread_mutex_unlock(&pi->lock);
+	depot_unlock(pi);
+	/* Unreachable now: checked and unmapped with the lock free. */
+	for (s = gone; s != NULL; s = next) {
+		next = s->next;
+		slab_unmap(pi, s);
+	}
 	return n;
 }
 
@@ -476,11 +875,14 @@ RSK_EXPORT int rsk_pool_stats(struct rsk_pool *p, struct rsk_pool_stats *st)
 {
 	struct pool_impl *pi = impl(p);
 	size_t total;
+	int err;
 
 	if (p == NULL || st == NULL)
 		return -EINVAL;
 	memset(st, 0, sizeof(*st));
-	pthread_mutex_lock(&pi->lock);
+	err = depot_lock(pi);
+	if (err != 0)
+		return err;
 	for (int i = 0; i < p->nr; i++) {
 		struct rsk_pool_part *c = __atomic_load_n(&p->part[i], __ATOMIC_ACQUIRE);
 		if (c != NULL) {
@@ -490,12 +892,12 @@ RSK_EXPORT int rsk_pool_stats(struct rsk_pool *p, struct rsk_pool_stats *st)
 				st->cached_max = n;
 		}
 	}
-	st->caches = pi->ncaches;
+	st->caches = __atomic_load_n(&pi->ncaches, __ATOMIC_RELAXED);
 	st->depot = pi->depot_free;
 	st->slabs = pi->nslabs;
 	st->bytes_mapped = pi->nslabs * pi->slab_bytes;
 	total = pi->nslabs * pi->slab_objects;
-	pthread_mutex_unlock(&pi->lock);
+	depot_unlock(pi);
 	st->in_use = total > st->cached + st->depot ? total - st->cached - st->depot : 0;
 	st->slab_bytes = pi->slab_bytes;
 	st->slab_objects = pi->slab_objects;
@@ -505,13 +907,20 @@ RSK_EXPORT int rsk_pool_stats(struct rsk_pool *p, struct rsk_pool_stats *st)
 
 /* ---- debug checks ---- */
 
+static void debug_lock(struct pool_impl *pi, const void *obj)
+{
+	if (depot_lock(pi) != 0)
+		report(pi, "debug pool used where its lock cannot be taken (a signal handler that "
+			   "interrupted the pool, or a holder that died) with", obj, -1);
+}
+
 RSK_EXPORT void rsk_pool_debug_free_(struct rsk_pool *p, void *obj)
 {
 	struct pool_impl *pi = impl(p);
 	struct slab *s;
 	size_t off, i;
 
-	pthread_mutex_lock(&pi->lock);
+	debug_lock(pi, obj);
 	for (s = pi->slabs; s != NULL; s = s->next)
 		if ((char *)obj >= (char *)s && (char *)obj < (char *)s + pi->slab_bytes)
 			break;
@@ -526,8 +935,9 @@ RSK_EXPORT void rsk_pool_debug_free_(struct rsk_pool *p, void *obj)
 	if (s->state[i] != OBJ_ALLOCATED)
 		report(pi, "double free of", obj, -1);
 	s->state[i] = OBJ_FREE;
+	depot_unlock(pi);
+	/* Still the caller's until rsk_pool_free() pushes it: no lock needed. */
 	memset(obj, RSK_POOL_POISON, pi->stride);
-	pthread_mutex_unlock(&pi->lock);
 }
 
 RSK_EXPORT void rsk_pool_debug_alloc_(struct rsk_pool *p, void *obj)
@@ -537,11 +947,12 @@ RSK_EXPORT void rsk_pool_debug_alloc_(struct rsk_pool *p, void *obj)
 	size_t i = index_of(pi, s, obj);
 	long off;
 
-	pthread_mutex_lock(&pi->lock);
+	debug_lock(pi, obj);
 	if (s->magic != SLAB_MAGIC || s->pool != pi || s->state[i] != OBJ_FREE)
 		report(pi, "corrupted: handed out an allocated object", obj, -1);
+	s->state[i] = OBJ_ALLOCATED;
+	depot_unlock(pi);
+	/* Ours now: the poison check needs no lock. */
 	if ((off = poison_broken(pi, obj)) >= 0)
 		report(pi, "write after free (use after free) to", obj, off);
-	s->state[i] = OBJ_ALLOCATED;
-	pthread_mutex_unlock(&pi->lock);
 }

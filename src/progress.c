@@ -2,12 +2,49 @@
 /*
  * The progress protocol's runtime: fences, gates, statistics.
  * See <rseqkit/progress.h> for the protocol and why it is safe.
+ *
+ * Gates.  A closed gate holds its holder's kernel thread id (cached in
+ * TLS), so a thread that closes a gate it already holds - a signal handler
+ * that interrupted its own thread's slow path - gets -EDEADLK instead of
+ * waiting for itself.  Waiters spin for about 50 us (yielding), then set
+ * GATE_WAITERS and sleep on a futex on the 32-bit half of the word that
+ * holds the id and the flags; rsk_gate_open() exchanges the word with 0
+ * and wakes them if the bit was set.  Sleepers wake every 500 ms to check
+ * that the holder still exists (tgkill(pid, tid, 0)) and, with
+ * RSEQKIT_GATE_WARN_MS, to report a long hold.  The pool's depot locks are
+ * the same machinery without the fence (rsk_lock_take_()).
+ *
+ * fork().  A child must not inherit a gate or a depot lock held by a
+ * thread that does not exist in it: the part behind it may be half
+ * updated.  Every thread that holds (or is about to take) a gate or lock
+ * counts it in its holder slot, a 128-byte record in a table that is
+ * never freed (the fork handler reads the slots of every thread; a slot
+ * whose thread is gone is reused).  The count is a plain store by its
+ * owner; the fork handler sets CTL_FORKING, issues a process-wide barrier
+ * (membarrier PRIVATE_EXPEDITED: every thread of ours gets a full barrier,
+ * so either its count is visible to the handler or it sees CTL_FORKING -
+ * the asymmetric Dekker of liburcu), then waits until no other thread
+ * counts a hold.  A thread that sees CTL_FORKING before taking its first
+ * gate waits for the fork to finish.  Without membarrier at start-up,
+ * CTL_SYM makes every close pay a full fence instead.  In the child the
+ * other threads' slots are freed and the forking thread's own gates are
+ * rewritten with its new id.
+ *
+ * Async-signal-safety: nothing here allocates with malloc (mmap only),
+ * takes a pthread mutex, or formats with stdio on a path a handler can
+ * reach; errno is preserved.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include "internal.h"
@@ -24,6 +61,9 @@
 #define RSK_PROBE1(name, a)    ((void)(a))
 #define RSK_PROBE2(name, a, b) ((void)(a), (void)(b))
 #endif
+
+#define LIKELY(x)   __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 static __thread struct rsk_stats thread_stats;
 
@@ -147,10 +187,568 @@ RSK_EXPORT int rsk_set_abort_limit(unsigned n)
 	return 0;
 }
 
+/* ---- messages: write(2) of a formatted buffer (async-signal-safe) ---- */
+
+struct msg {
+	char b[384];
+	size_t n;
+};
+
+static void msg_str(struct msg *m, const char *s)
+{
+	while (*s != '\0' && m->n < sizeof(m->b) - 1)
+		m->b[m->n++] = *s++;
+}
+
+static void msg_num(struct msg *m, uintptr_t v, unsigned base)
+{
+	char d[24];
+	int k = 0;
+
+	if (base == 16)
+		msg_str(m, "0x");
+	do {
+		d[k++] = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v != 0 && k < (int)sizeof(d));
+	while (k > 0 && m->n < sizeof(m->b) - 1)
+		m->b[m->n++] = d[--k];
+}
+
+static void msg_dec(struct msg *m, long v)
+{
+	if (v < 0) {
+		msg_str(m, "-");
+		v = -v;
+	}
+	msg_num(m, (uintptr_t)v, 10);
+}
+
+static void msg_out(struct msg *m)
+{
+	int saved = errno;
+	size_t off = 0;
+
+	m->b[m->n++] = '\n';
+	while (off < m->n) {
+		ssize_t r = write(STDERR_FILENO, m->b + off, m->n - off);
+		if (r <= 0)
+			break;
+		off += (size_t)r;
+	}
+	errno = saved;
+}
+
+/* ---- system calls and time ---- */
+
 static long sys_membarrier(int cmd, unsigned flags, int cpu)
 {
 	return syscall(SYS_membarrier, cmd, flags, cpu);
 }
+
+#define MB_CMD_PRIVATE_EXPEDITED	  (1 << 3)
+#define MB_CMD_REGISTER_PRIVATE_EXPEDITED (1 << 4)
+
+static long sys_futex(void *word, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, word, op, val, ts, NULL, 0);
+}
+
+static int32_t sys_gettid(void)
+{
+	return (int32_t)syscall(SYS_gettid);
+}
+
+/* Is thread tid of this process gone?  (errno is the caller's to save.) */
+static int thread_gone(pid_t pid, int32_t tid)
+{
+	return syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void sleep_ns(long ns)
+{
+	struct timespec t = { ns / 1000000000, ns % 1000000000 };
+
+	nanosleep(&t, NULL);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* ---- the gate word ---- */
+
+#define GATE_WARNED  ((intptr_t)0x10000000) /* a long hold was reported */
+#define GATE_DEAD    ((intptr_t)0x20000000) /* the holder's death was reported */
+#define GATE_WAITERS ((intptr_t)0x40000000) /* waiters may sleep on the futex */
+
+/* The 32-bit half of the word that holds the id and the flags. */
+static uint32_t *gate_futex(intptr_t *gate)
+{
+#if __SIZEOF_POINTER__ == 8 && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	return (uint32_t *)(void *)gate + 1;
+#else
+	return (uint32_t *)(void *)gate;
+#endif
+}
+
+static void gate_wake(intptr_t *gate)
+{
+	int saved = errno;
+
+	sys_futex(gate_futex(gate), FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+	errno = saved;
+}
+
+/* ---- holder slots ---- */
+
+#define GATE_TRACK 12 /* gates remembered per thread (for the fork child) */
+
+struct gate_slot {
+	int32_t owner;		    /* thread id of its owner, 0 when free */
+	int32_t nheld;		    /* gates and locks held or being taken */
+	intptr_t *held[GATE_TRACK]; /* the first GATE_TRACK of them (NULL: not known) */
+} __attribute__((aligned(128)));
+
+#define SLOT_CHUNK_BYTES 8192
+struct slot_chunk {
+	struct slot_chunk *next;
+	int nslots;
+	struct gate_slot slot[] __attribute__((aligned(128)));
+};
+static struct slot_chunk *slot_chunks;
+/* When no slot could be mapped: shared, counted with atomic operations. */
+static struct gate_slot shared_slot;
+
+struct gate_self {
+	int32_t tid;		/* kernel thread id, 0 until first use */
+	struct gate_slot *slot; /* this thread's holder slot */
+};
+static __thread struct gate_self gself;
+
+static struct gate_slot *slot_claim(int32_t tid)
+{
+	struct slot_chunk *c, *head;
+	pid_t pid = getpid();
+
+	/* A free slot; failing that, one whose thread is gone (one failed
+	 * search maps a new chunk, so its cost is shared by 63 threads). */
+	for (int pass = 0; pass < 2; pass++) {
+		for (c = __atomic_load_n(&slot_chunks, __ATOMIC_ACQUIRE); c != NULL; c = c->next) {
+			for (int i = 0; i < c->nslots; i++) {
+				struct gate_slot *s = &c->slot[i];
+				int32_t o = __atomic_load_n(&s->owner, __ATOMIC_RELAXED);
+
+				if (o == 0 || (pass == 1 && o != tid && thread_gone(pid, o))) {
+					if (__atomic_compare_exchange_n(&s->owner, &o, tid, 0,
+									__ATOMIC_ACQUIRE,
+									__ATOMIC_RELAXED)) {
+						__atomic_store_n(&s->nheld, 0, __ATOMIC_RELAXED);
+						return s;
+					}
+				}
+			}
+		}
+	}
+	c = mmap(NULL, SLOT_CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		 0);
+	if (c == MAP_FAILED)
+		return &shared_slot;
+	c->nslots = (int)((SLOT_CHUNK_BYTES - offsetof(struct slot_chunk, slot)) /
+			  sizeof(struct gate_slot));
+	c->slot[0].owner = tid;
+	head = __atomic_load_n(&slot_chunks, __ATOMIC_RELAXED);
+	do
+		c->next = head;
+	while (!__atomic_compare_exchange_n(&slot_chunks, &head, c, 0, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED));
+	return &c->slot[0];
+}
+
+static __attribute__((noinline)) void self_init(struct gate_self *g)
+{
+	int saved = errno;
+	int32_t tid = sys_gettid();
+
+	g->slot = slot_claim(tid);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&g->tid, tid, __ATOMIC_RELAXED);
+	errno = saved;
+}
+
+static inline struct gate_self *self(void)
+{
+	struct gate_self *g = &gself;
+
+	if (UNLIKELY(__atomic_load_n(&g->tid, __ATOMIC_RELAXED) == 0))
+		self_init(g);
+	return g;
+}
+
+/* Count one more hold (before the compare-and-swap); returns the count
+ * before.  The slot is the thread's own: plain loads and stores, ordered
+ * against a signal handler of the same thread by the compiler barrier. */
+static inline int slot_enter(struct gate_slot *s)
+{
+	int n;
+
+	if (UNLIKELY(s == &shared_slot))
+		return __atomic_fetch_add(&s->nheld, 1, __ATOMIC_SEQ_CST);
+	n = __atomic_load_n(&s->nheld, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->nheld, n + 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return n;
+}
+
+/* Undo slot_enter() (n: the count it returned). */
+static inline void slot_leave_to(struct gate_slot *s, int n)
+{
+	if (UNLIKELY(s == &shared_slot))
+		__atomic_fetch_sub(&s->nheld, 1, __ATOMIC_RELEASE);
+	else
+		__atomic_store_n(&s->nheld, n, __ATOMIC_RELEASE);
+}
+
+static inline void slot_track(struct gate_slot *s, int n, intptr_t *word)
+{
+	if (n < GATE_TRACK && s != &shared_slot)
+		s->held[n] = word;
+}
+
+/* The thread released `word`, which it held: forget it.  The entries
+ * [0, min(nheld, GATE_TRACK)) are the gates held, NULL for one not known. */
+static __attribute__((noinline)) void slot_untrack(struct gate_slot *s, intptr_t *word)
+{
+	int n = __atomic_load_n(&s->nheld, __ATOMIC_RELAXED);
+	int top = (n < GATE_TRACK ? n : GATE_TRACK) - 1, i;
+
+	if (UNLIKELY(s == &shared_slot)) {
+		__atomic_fetch_sub(&s->nheld, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	if (n <= 0)
+		return;
+	if (LIKELY(top >= 0 && s->held[top] == word)) {
+		i = top;
+	} else {
+		for (i = top; i >= 0 && s->held[i] != word; i--)
+			;
+		if (i < 0) /* not known: it stands behind a NULL entry, or beyond */
+			for (i = top; i >= 0 && s->held[i] != NULL; i--)
+				;
+	}
+	if (i >= 0) {
+		s->held[i] = s->held[top];
+		if (n > GATE_TRACK) /* one of the gates beyond is now not known */
+			s->held[top] = NULL;
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->nheld, n - 1, __ATOMIC_RELEASE);
+}
+
+/* slot_untrack(), its common case inline: the last one taken. */
+static inline void slot_release(struct gate_slot *s, intptr_t *word)
+{
+	int n = __atomic_load_n(&s->nheld, __ATOMIC_RELAXED);
+
+	if (LIKELY(n > 0 && n <= GATE_TRACK && s->held[n - 1] == word && s != &shared_slot)) {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		__atomic_store_n(&s->nheld, n - 1, __ATOMIC_RELEASE);
+	} else {
+		slot_untrack(s, word);
+	}
+}
+
+/* ---- process-wide control: start-up, fork ---- */
+
+enum { CTL_READY = 1, CTL_FORKING = 2, CTL_SYM = 4, CTL_INIT = 8 };
+static int gate_ctl;
+static unsigned gate_warn_ms;		/* RSEQKIT_GATE_WARN_MS, 0: off */
+static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
+#define FORK_WAIT_MS 2000		/* the longest the fork handler waits */
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+
+static void gate_init(void)
+{
+	int ctl = 0;
+
+	if (!__atomic_compare_exchange_n(&gate_ctl, &ctl, CTL_INIT, 0, __ATOMIC_ACQUIRE,
+					 __ATOMIC_ACQUIRE)) {
+		while (!(__atomic_load_n(&gate_ctl, __ATOMIC_ACQUIRE) & CTL_READY))
+			sched_yield();
+		return;
+	}
+	const char *env = getenv("RSEQKIT_GATE_WARN_MS");
+	if (env != NULL && env[0] != '\0') {
+		char *end;
+		long v = strtol(env, &end, 10);
+		if (*end == '\0' && v >= 1 && v <= 1L << 30) {
+			gate_warn_ms = (unsigned)v;
+		} else {
+			struct msg m = { .n = 0 };
+			msg_str(&m, "rseqkit: RSEQKIT_GATE_WARN_MS=");
+			msg_str(&m, env);
+			msg_str(&m, " ignored (expected a number of milliseconds, 1 or more)");
+			msg_out(&m);
+		}
+	}
+	/* The fork handler's barrier; without it every close fences. */
+	long q = sys_membarrier(RSK_ABI_MEMBARRIER_CMD_QUERY, 0, 0);
+	int asym = q > 0 && (q & MB_CMD_PRIVATE_EXPEDITED) &&
+		   sys_membarrier(MB_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	__atomic_store_n(&gate_ctl, CTL_READY | (asym ? 0 : CTL_SYM), __ATOMIC_RELEASE);
+}
+
+static void progress_ctor(void) __attribute__((constructor));
+static void progress_ctor(void)
+{
+	int saved = errno;
+
+	if (!(__atomic_load_n(&gate_ctl, __ATOMIC_ACQUIRE) & CTL_READY))
+		gate_init();
+	errno = saved;
+}
+
+/*
+ * The close path found gate_ctl other than CTL_READY, after counting its
+ * hold (n held before).  Returns 1 when it uncounted the hold and waited
+ * for a fork to finish (retry), 0 to go on.
+ */
+static __attribute__((noinline)) int ctl_slow(struct gate_slot *s, int n, int ctl)
+{
+	if (!(ctl & CTL_READY)) {
+		gate_init();
+		ctl = __atomic_load_n(&gate_ctl, __ATOMIC_ACQUIRE);
+	}
+	if (ctl & CTL_SYM) {
+		/* No process-wide barrier: pair with the fork handler's. */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		ctl = __atomic_load_n(&gate_ctl, __ATOMIC_RELAXED);
+	}
+	/* Holding another gate already: go on, the fork handler waits. */
+	if (!(ctl & CTL_FORKING) || n > 0 || s == &shared_slot)
+		return 0;
+	slot_leave_to(s, n);
+	int saved = errno;
+	while ((ctl = __atomic_load_n(&gate_ctl, __ATOMIC_ACQUIRE)) & CTL_FORKING)
+		sys_futex(&gate_ctl, FUTEX_WAIT_PRIVATE, (uint32_t)ctl, NULL);
+	errno = saved;
+	return 1;
+}
+
+/* ---- waiting ---- */
+
+static void describe(struct msg *m, intptr_t *word, int idx, const char *what, const void *obj)
+{
+	msg_str(m, "rseqkit: ");
+	if (what != NULL) {
+		msg_str(m, what);
+		msg_str(m, " ");
+		msg_num(m, (uintptr_t)obj, 16);
+		msg_str(m, ": ");
+	}
+	msg_str(m, idx >= 0 ? "gate " : "lock ");
+	msg_num(m, (uintptr_t)word, 16);
+	if (idx >= 0) {
+		msg_str(m, " of part ");
+		msg_dec(m, idx);
+	}
+}
+
+/* Does the holder recorded in v (still the value of *word) not exist? */
+static int holder_gone(intptr_t *word, intptr_t v)
+{
+	int32_t tid = (int32_t)(v & RSK_GATE_TID);
+
+	return tid != 0 && thread_gone(getpid(), tid) &&
+	       __atomic_load_n(word, __ATOMIC_ACQUIRE) == v;
+}
+
+/*
+ * *word was seen closed (`seen`) by another thread: wait until it looks
+ * open.  Returns 0 (try again), -EDEADLK or -EOWNERDEAD.
+ */
+static __attribute__((noinline)) int gate_wait(intptr_t *word, intptr_t seen, intptr_t me, int idx,
+					       const char *what, const void *obj)
+{
+	int saved = errno, err = 0;
+	uint64_t t0;
+
+	count_event(&thread_stats.gate_waits, ST_GATE_WAITS, idx);
+	if (!(seen & GATE_DEAD)) {
+		/* Bounded spinning: most holders are done within microseconds. */
+		for (int i = 0; i < 64; i++) {
+			cpu_relax();
+			if (__atomic_load_n(word, __ATOMIC_RELAXED) == 0)
+				goto out;
+		}
+		t0 = now_ns();
+		while (now_ns() - t0 < 50000) {
+			sched_yield(); /* the holder may be preempted */
+			if (__atomic_load_n(word, __ATOMIC_RELAXED) == 0)
+				goto out;
+		}
+	} else {
+		t0 = now_ns();
+	}
+	for (;;) {
+		intptr_t v = __atomic_load_n(word, __ATOMIC_RELAXED);
+		uint64_t waited_ms;
+		long sleep_ms = 500; /* the holder's existence is checked this often */
+
+		if (v == 0)
+			break;
+		if ((v & RSK_GATE_TID) == me) {
+			err = -EDEADLK;
+			break;
+		}
+		if (holder_gone(word, v)) {
+			if (!(v & GATE_DEAD) &&
+			    __atomic_compare_exchange_n(word, &v, v | GATE_DEAD, 0, __ATOMIC_RELAXED,
+							__ATOMIC_RELAXED)) {
+				struct msg m = { .n = 0 };
+				describe(&m, word, idx, what, obj);
+				msg_str(&m, " is held by thread ");
+				msg_dec(&m, (long)(v & RSK_GATE_TID));
+				msg_str(&m, ", which no longer exists (it exited holding it, or the "
+					    "gate was inherited through fork()): -EOWNERDEAD");
+				msg_out(&m);
+			}
+			err = -EOWNERDEAD;
+			break;
+		}
+		waited_ms = (now_ns() - t0) / 1000000;
+		if (gate_warn_ms != 0 && !(v & GATE_WARNED)) {
+			if (waited_ms >= gate_warn_ms) {
+				if (__atomic_compare_exchange_n(word, &v, v | GATE_WARNED, 0,
+								__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+					struct msg m = { .n = 0 };
+					describe(&m, word, idx, what, obj);
+					msg_str(&m, " held by thread ");
+					msg_dec(&m, (long)(v & RSK_GATE_TID));
+					msg_str(&m, " for more than ");
+					msg_dec(&m, (long)gate_warn_ms);
+					msg_str(&m, " ms (RSEQKIT_GATE_WARN_MS)");
+					msg_out(&m);
+				}
+				continue;
+			}
+			if ((long)(gate_warn_ms - waited_ms) < sleep_ms)
+				sleep_ms = (long)(gate_warn_ms - waited_ms);
+		}
+		if (!(v & GATE_WAITERS)) {
+			if (!__atomic_compare_exchange_n(word, &v, v | GATE_WAITERS, 0,
+							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+				continue;
+			v |= GATE_WAITERS;
+		}
+		struct timespec ts = { sleep_ms / 1000, (sleep_ms % 1000) * 1000000 };
+		sys_futex(gate_futex(word), FUTEX_WAIT_PRIVATE, (uint32_t)v, &ts);
+	}
+out:
+	errno = saved;
+	return err;
+}
+
+/* Take *word for the calling thread: 0, -EDEADLK or -EOWNERDEAD. */
+static inline int gate_take(intptr_t *word, int idx, const char *what, const void *obj)
+{
+	struct gate_self *g = self();
+	struct gate_slot *s = g->slot;
+	intptr_t me = g->tid, seen;
+	int n, err, ctl;
+
+	for (;;) {
+		n = slot_enter(s);
+		ctl = __atomic_load_n(&gate_ctl, __ATOMIC_RELAXED);
+		if (UNLIKELY(ctl != CTL_READY) && ctl_slow(s, n, ctl))
+			continue;
+		seen = 0;
+		if (LIKELY(__atomic_compare_exchange_n(word, &seen, me, 0, __ATOMIC_ACQUIRE,
+						       __ATOMIC_RELAXED)))
+			break;
+		slot_leave_to(s, n);
+		if ((seen & RSK_GATE_TID) == me)
+			return -EDEADLK;
+		err = gate_wait(word, seen, me, idx, what, obj);
+		if (err != 0)
+			return err;
+	}
+	slot_track(s, n, word);
+	return 0;
+}
+
+static inline void gate_release(intptr_t *word)
+{
+	struct gate_self *g = &gself;
+	intptr_t old = __atomic_exchange_n(word, 0, __ATOMIC_RELEASE);
+
+	/* Only the holder's own bookkeeping: a gate opened by a thread that
+	 * does not hold it (a recovery after -EOWNERDEAD) changes no count. */
+	if (LIKELY((old & RSK_GATE_TID) == g->tid && g->tid != 0))
+		slot_release(g->slot, word);
+	if (UNLIKELY(old & GATE_WAITERS))
+		gate_wake(word);
+}
+
+/* The pool's depot locks: a gate without a fence. */
+int rsk_lock_take_(intptr_t *lock, const char *what, const void *obj)
+{
+	return gate_take(lock, -1, what, obj);
+}
+
+void rsk_lock_drop_(intptr_t *lock)
+{
+	gate_release(lock);
+}
+
+/* A hold without a word (the pool's objects in transit between a cache
+ * and the depot): fork() waits for it as for a held gate. */
+void rsk_hold_enter_(void)
+{
+	struct gate_self *g = self();
+	struct gate_slot *s = g->slot;
+	int n, ctl;
+
+	do {
+		n = slot_enter(s);
+		ctl = __atomic_load_n(&gate_ctl, __ATOMIC_RELAXED);
+	} while (UNLIKELY(ctl != CTL_READY) && ctl_slow(s, n, ctl));
+	slot_track(s, n, NULL);
+}
+
+void rsk_hold_leave_(void)
+{
+	slot_release(gself.slot, NULL);
+}
+
+/* Does the calling thread hold *lock (a gate or a depot lock)? */
+int rsk_lock_mine_(const intptr_t *lock)
+{
+	int32_t me = __atomic_load_n(&gself.tid, __ATOMIC_RELAXED);
+
+	return me != 0 && (__atomic_load_n(lock, __ATOMIC_RELAXED) & RSK_GATE_TID) == me;
+}
+
+/* ---- fences ---- */
 
 /* Register for the RSEQ membarrier once; remember whether it works. */
 static int membarrier_ready(void)
@@ -168,34 +766,151 @@ static int membarrier_ready(void)
 	return st == MB_READY;
 }
 
+static int membarrier_fence(int cpu)
+{
+	if (cpu >= 0)
+		return (int)sys_membarrier(RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
+					   RSK_ABI_MEMBARRIER_CMD_FLAG_CPU, cpu);
+	return (int)sys_membarrier(RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0);
+}
+
+/* Parse a cpulist ("0-3,8\n") into set; 0, or -1 if malformed. */
+static int parse_cpulist(const char *s, cpu_set_t *set, size_t size, int ncpu)
+{
+	while (*s != '\0' && *s != '\n') {
+		char *end;
+		long lo = strtol(s, &end, 10), hi;
+
+		if (end == s || lo < 0)
+			return -1;
+		hi = lo;
+		s = end;
+		if (*s == '-') {
+			hi = strtol(s + 1, &end, 10);
+			if (end == s + 1 || hi < lo)
+				return -1;
+			s = end;
+		}
+		for (long c = lo; c <= hi && c < ncpu; c++)
+			CPU_SET_S((int)c, size, set);
+		if (*s == ',')
+			s++;
+		else if (*s != '\0' && *s != '\n')
+			return -1;
+	}
+	return 0;
+}
+
+/* The online CPUs (all possible ones if sysfs cannot tell). */
+static void online_cpus(cpu_set_t *set, size_t size, int ncpu)
+{
+	char buf[512];
+	ssize_t n = -1;
+	int fd = open("/sys/devices/system/cpu/online", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	CPU_ZERO_S(size, set);
+	if (n > 0 && n < (ssize_t)sizeof(buf) - 1) {
+		buf[n] = '\0';
+		if (parse_cpulist(buf, set, size, ncpu) == 0 && CPU_COUNT_S(size, set) > 0)
+			return;
+	}
+	for (int c = 0; c < ncpu; c++)
+		CPU_SET_S(c, size, set);
+}
+
 /*
- * Fallback fence: run on each CPU of `cpus` in turn.  Being scheduled on a
- * CPU means whatever thread ran there was preempted, and a preempted
- * section restarts.  The caller's affinity is restored afterwards.
+ * Add to `mask` every CPU some thread of this process may run on (their
+ * affinity; without /proc, every CPU of `fallback`).  tmp: scratch set.
+ */
+static void threads_cpus(cpu_set_t *mask, cpu_set_t *tmp, const cpu_set_t *fallback, size_t size)
+{
+	char buf[1024];
+	long n;
+	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0) {
+		CPU_OR_S(size, mask, mask, fallback);
+		return;
+	}
+	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			/* struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name */
+			unsigned short reclen;
+			const char *name = buf + off + 19;
+			long tid = 0;
+
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			for (const char *p = name; *p >= '0' && *p <= '9'; p++)
+				tid = tid * 10 + (*p - '0');
+			if (tid > 0) {
+				if (sched_getaffinity((pid_t)tid, size, tmp) == 0)
+					CPU_OR_S(size, mask, mask, tmp);
+				else if (errno != ESRCH)
+					CPU_OR_S(size, mask, mask, fallback);
+			}
+			if (reclen == 0)
+				break;
+			off += reclen;
+		}
+	}
+	if (n < 0)
+		CPU_OR_S(size, mask, mask, fallback);
+	close(fd);
+}
+
+/*
+ * Fallback fence: run on each CPU of [first, last] in turn.  Being
+ * scheduled on a CPU means whatever thread ran there was preempted, and a
+ * preempted section restarts.  An offline CPU, and a CPU where no thread
+ * of ours may run, need nothing; one we cannot run on otherwise is not
+ * fenced: -ENXIO (after fencing the others).  The caller's affinity is
+ * restored afterwards.  No malloc: the CPU sets are on the stack, or
+ * mapped for machines with more than 1024 CPUs.
  */
 static int fence_by_migration(int first, int last)
 {
 	int ncpu = rsk_process.possible_cpus;
-	size_t size = CPU_ALLOC_SIZE(ncpu);
-	cpu_set_t *saved = CPU_ALLOC(ncpu), *one = CPU_ALLOC(ncpu);
-	int err = 0, moved = 0;
+	size_t size = CPU_ALLOC_SIZE(ncpu), words = (size + sizeof(long) - 1) / sizeof(long);
+	unsigned long stack[4][1024 / (8 * sizeof(long))];
+	unsigned long *mem = stack[0];
+	cpu_set_t *saved, *allowed, *online, *one;
+	int err = 0, moved = 0, here;
 
-	if (saved == NULL || one == NULL) {
-		err = -ENOMEM;
-		goto out;
+	if (size > sizeof(stack[0])) {
+		void *m = mmap(NULL, 4 * words * sizeof(long), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return -ENXIO;
+		mem = m;
+	} else {
+		words = sizeof(stack[0]) / sizeof(long);
 	}
+	saved = (cpu_set_t *)(void *)mem;
+	allowed = (cpu_set_t *)(void *)(mem + words);
+	online = (cpu_set_t *)(void *)(mem + 2 * words);
+	one = (cpu_set_t *)(void *)(mem + 3 * words);
 	if (sched_getaffinity(0, size, saved) != 0) {
-		err = -errno;
+		err = -ENXIO;
 		goto out;
 	}
+	online_cpus(online, size, ncpu);
+	CPU_ZERO_S(size, allowed);
+	CPU_OR_S(size, allowed, allowed, saved);
+	threads_cpus(allowed, one, online, size);
+	here = sched_getcpu();
 	for (int cpu = first; cpu <= last; cpu++) {
+		if (!CPU_ISSET_S(cpu, size, online) || !CPU_ISSET_S(cpu, size, allowed))
+			continue; /* nothing of ours can be running there */
+		if (cpu == here)
+			continue; /* we ran there: whatever ran there before was switched out */
 		CPU_ZERO_S(size, one);
 		CPU_SET_S(cpu, size, one);
 		if (sched_setaffinity(0, size, one) != 0) {
-			/* Not ours to run on: in a range, threads of ours cannot
-			 * run there either unless their affinity differs. */
-			if (first == last)
-				err = -errno;
+			err = -ENXIO; /* a thread of ours may run there: say so */
 			continue;
 		}
 		moved = 1;
@@ -206,31 +921,39 @@ static int fence_by_migration(int first, int last)
 	if (moved)
 		sched_setaffinity(0, size, saved);
 out:
-	CPU_FREE(saved);
-	CPU_FREE(one);
+	if (mem != stack[0])
+		munmap(mem, 4 * words * sizeof(long));
 	return err;
 }
 
 static int fence(int cpu)
 {
-	int err;
+	int err = -ENXIO, saved = errno;
 
 	rsk_init_once();
 	if (rsk_process.owner == RSK_OWNER_NONE)
 		return 0; /* no thread of ours can be inside a section */
 	if (membarrier_ready()) {
-		long r = cpu >= 0 ? sys_membarrier(RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
-						   RSK_ABI_MEMBARRIER_CMD_FLAG_CPU, cpu) :
-				    sys_membarrier(RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0);
-		err = r == 0 ? 0 : -errno;
-	} else {
+		if (membarrier_fence(cpu) == 0) {
+			err = 0;
+		} else if (errno == EPERM &&
+			   sys_membarrier(RSK_ABI_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0,
+					  0) == 0 &&
+			   membarrier_fence(cpu) == 0) {
+			err = 0; /* the registration was lost (not inherited?) */
+		} else if (errno == ENOSYS) {
+			/* Denied from now on (a seccomp filter): migrate. */
+			__atomic_store_n(&membarrier_state, MB_NONE, __ATOMIC_RELEASE);
+		}
+	}
+	if (err != 0)
 		err = cpu >= 0 ? fence_by_migration(cpu, cpu) :
 				 fence_by_migration(0, rsk_process.possible_cpus - 1);
-	}
 	if (err == 0) {
 		count_event(&thread_stats.fences, ST_FENCES, cpu >= 0 ? cpu : 0);
 		RSK_PROBE1(fence, cpu);
 	}
+	errno = saved;
 	return err;
 }
 
@@ -247,22 +970,145 @@ RSK_EXPORT int rsk_fence_all(void)
 	return fence(-1);
 }
 
-RSK_EXPORT int rsk_gate_close(intptr_t *gate, enum rsk_index_mode mode, int idx)
+/* ---- gates ---- */
+
+/* rsk_gate_close() for a gate that reports can name: "<what> <obj>". */
+int rsk_gate_close_named_(intptr_t *gate, enum rsk_index_mode mode, int idx, const char *what,
+			  const void *obj)
 {
-	intptr_t open = 0;
 	int err;
 
-	if (gate == NULL || (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID))
+	if (UNLIKELY(!__atomic_load_n(&rsk_process.initialised, __ATOMIC_ACQUIRE)))
+		rsk_init_once();
+	if (UNLIKELY(gate == NULL || (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID) ||
+		     (unsigned)idx >= (unsigned)rsk_process.possible_cpus))
 		return -EINVAL;
-	while (!__atomic_compare_exchange_n(gate, &open, 1, 0, __ATOMIC_ACQ_REL,
-					    __ATOMIC_RELAXED)) {
-		count_event(&thread_stats.gate_waits, ST_GATE_WAITS, idx);
-		open = 0;
-		sched_yield(); /* the holder may be preempted */
+	err = gate_take(gate, idx, what, obj);
+	if (LIKELY(err == 0) && rsk_process.owner != RSK_OWNER_NONE) {
+		err = fence(mode == RSK_INDEX_CPU ? idx : -1);
+		if (err != 0)
+			gate_release(gate);
 	}
-	err = mode == RSK_INDEX_CPU ? rsk_fence_cpu(idx) : rsk_fence_all();
-	if (err != 0)
-		rsk_gate_open(gate);
 	RSK_PROBE2(gate_close, idx, err);
 	return err;
+}
+
+RSK_EXPORT int rsk_gate_close(intptr_t *gate, enum rsk_index_mode mode, int idx)
+{
+	return rsk_gate_close_named_(gate, mode, idx, NULL, NULL);
+}
+
+RSK_EXPORT void rsk_gate_open(intptr_t *gate)
+{
+	if (LIKELY(gate != NULL))
+		gate_release(gate);
+}
+
+/* ---- fork ---- */
+
+/* Make every thread's hold count visible here, or CTL_FORKING to it. */
+static void fork_barrier(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&gate_ctl, __ATOMIC_RELAXED) & CTL_SYM)
+		return; /* every close fences itself */
+	if (sys_membarrier(MB_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	if (sys_membarrier(MB_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+	    sys_membarrier(MB_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	/* Denied since start-up: a context switch is a barrier too. */
+	if (rsk_process.possible_cpus > 0 &&
+	    fence_by_migration(0, rsk_process.possible_cpus - 1) == 0)
+		return;
+	sleep_ns(1000000);
+}
+
+static void fork_prepare(void)
+{
+	struct gate_slot *mine;
+	uint64_t t0;
+	pid_t pid;
+	int late = 0;
+
+	pthread_mutex_lock(&fork_lock);
+	rsk_init_once(); /* a concurrent first call finishes (the init lock) */
+	if (!(__atomic_load_n(&gate_ctl, __ATOMIC_ACQUIRE) & CTL_READY))
+		gate_init();
+	__atomic_or_fetch(&gate_ctl, CTL_FORKING, __ATOMIC_SEQ_CST);
+	fork_barrier();
+	/* Wait until no other thread holds (or is taking) a gate or lock. */
+	mine = gself.tid != 0 ? gself.slot : NULL;
+	pid = getpid();
+	t0 = now_ns();
+	for (struct slot_chunk *c = __atomic_load_n(&slot_chunks, __ATOMIC_ACQUIRE); c != NULL;
+	     c = c->next) {
+		for (int i = 0; i < c->nslots; i++) {
+			struct gate_slot *s = &c->slot[i];
+
+			for (unsigned spin = 0; s != mine && !late; spin++) {
+				int32_t owner = __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
+
+				if (owner == 0 || __atomic_load_n(&s->nheld, __ATOMIC_ACQUIRE) <= 0)
+					break;
+				if (spin >= 64 && thread_gone(pid, owner))
+					break; /* exited holding it: the child will report */
+				if (now_ns() - t0 > (uint64_t)FORK_WAIT_MS * 1000000) {
+					struct msg m = { .n = 0 };
+					msg_str(&m, "rseqkit: fork(): thread ");
+					msg_dec(&m, owner);
+					msg_str(&m, " has held a gate or pool lock for more than ");
+					msg_dec(&m, FORK_WAIT_MS);
+					msg_str(&m, " ms; the child inherits it closed");
+					msg_out(&m);
+					late = 1;
+					break;
+				}
+				if (spin < 64)
+					sched_yield();
+				else
+					sleep_ns(50000);
+			}
+		}
+	}
+	while (!late && mine != &shared_slot &&
+	       __atomic_load_n(&shared_slot.nheld, __ATOMIC_ACQUIRE) > 0 &&
+	       now_ns() - t0 < (uint64_t)FORK_WAIT_MS * 1000000)
+		sleep_ns(50000);
+}
+
+static void fork_parent(void)
+{
+	__atomic_and_fetch(&gate_ctl, ~CTL_FORKING, __ATOMIC_SEQ_CST);
+	sys_futex(&gate_ctl, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+	pthread_mutex_unlock(&fork_lock);
+}
+
+static void fork_child(void)
+{
+	struct gate_self *g = &gself;
+	int32_t old = g->tid, tid = sys_gettid();
+
+	/* The other threads do not exist here: neither do their holds. */
+	for (struct slot_chunk *c = slot_chunks; c != NULL; c = c->next)
+		for (int i = 0; i < c->nslots; i++)
+			if (old == 0 || &c->slot[i] != g->slot) {
+				c->slot[i].owner = 0;
+				c->slot[i].nheld = 0;
+			}
+	shared_slot.nheld = 0;
+	if (old != 0) {
+		struct gate_slot *s = g->slot;
+		g->tid = tid;
+		if (s != &shared_slot) {
+			int top = s->nheld < GATE_TRACK ? s->nheld : GATE_TRACK;
+			s->owner = tid;
+			/* The gates this thread holds carry its old id. */
+			for (int i = 0; i < top; i++)
+				if (s->held[i] != NULL && (*s->held[i] & RSK_GATE_TID) == old)
+					*s->held[i] = tid;
+		}
+	}
+	__atomic_and_fetch(&gate_ctl, ~CTL_FORKING, __ATOMIC_SEQ_CST);
+	pthread_mutex_init(&fork_lock, NULL);
 }
