@@ -6,6 +6,7 @@
  * The concurrent side is rseqkit-stress's (tests/stress_quick.sh).
  */
 #include <errno.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
@@ -351,6 +352,57 @@ static void remote(enum rsk_index_mode mode, const char *mn)
 	rsk_copybuf_destroy(cb);
 }
 
+/*
+ * A signal handler whose operation finds the part's gate held by the very
+ * thread it interrupted (here: the test closes the gate of the part its
+ * next add would use, then raises the signal) must finish on another part,
+ * not wait for itself.  A hang is caught by the alarm.
+ */
+#define N_SIGNAL 3
+static struct rsk_counter *sig_counter;
+static volatile int sig_ret = -1000;
+
+static void sig_add(int signo)
+{
+	(void)signo;
+	sig_ret = rsk_counter_add(sig_counter, 1);
+}
+
+static void signal_on_own_gate(void)
+{
+	struct sigaction sa = { .sa_handler = sig_add };
+	intptr_t sum = -1;
+	int idx;
+
+	if (rsk_counter_create(&sig_counter, RSK_INDEX_CPU) != 0) {
+		for (int i = 0; i < N_SIGNAL; i++)
+			tap_ok(0, "signal: cannot create a counter");
+		return;
+	}
+	idx = rsk_counter_add(sig_counter, 1); /* the part this thread uses */
+	sigaction(SIGUSR1, &sa, NULL);
+	alarm(20);
+	tap_ok(idx >= 0 && rsk_gate_close(&sig_counter->part[idx].gate, sig_counter->mode, idx) == 0,
+	       "signal: the thread closes the gate of its part %d", idx);
+	raise(SIGUSR1);
+	rsk_gate_open(&sig_counter->part[idx].gate);
+	alarm(0);
+	rsk_counter_sum(sig_counter, &sum);
+	if (nr > 1)
+		tap_ok(sig_ret >= 0 && sig_ret != idx && sum == 2,
+		       "signal: the handler's add went to part %d, not the held %d; sum %ld",
+		       sig_ret, idx, (long)sum);
+	else
+		tap_ok(sig_ret == -EDEADLK && sum == 1,
+		       "signal: one part, held by the interrupted thread: -EDEADLK (%d)", sig_ret);
+	sig_ret = -1000;
+	raise(SIGUSR1); /* the gate open again: an ordinary add */
+	rsk_counter_sum(sig_counter, &sum);
+	tap_ok(sig_ret >= 0 && sum == (nr > 1 ? 3 : 2), "signal: then an add in a handler as usual");
+	signal(SIGUSR1, SIG_DFL);
+	rsk_counter_destroy(sig_counter);
+}
+
 int main(void)
 {
 	struct rsk_status st;
@@ -369,7 +421,7 @@ int main(void)
 	sched_setaffinity(0, sizeof(one), &one);
 
 	modes = 2; /* cid falls back to cpu where mm_cid is missing */
-	tap_plan(modes * (N_COUNTER + N_SPINLOCK + N_STACK + N_PTRBUF + N_COPYBUF + N_REMOTE) + N_SLOW);
+	tap_plan(modes * (N_COUNTER + N_SPINLOCK + N_STACK + N_PTRBUF + N_COPYBUF + N_REMOTE) + N_SLOW + N_SIGNAL);
 	for (int m = 0; m < modes; m++) {
 		const char *mn = m ? "cid" : "cpu";
 		counter((enum rsk_index_mode)m, mn);
@@ -380,5 +432,6 @@ int main(void)
 		remote((enum rsk_index_mode)m, mn);
 	}
 	slow_paths();
+	signal_on_own_gate();
 	return tap_done();
 }

@@ -161,7 +161,7 @@ RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_pop_(struct rsk_copybuf *b, intpt
  * rsk_copybuf_push - copy the item (b->item_size bytes) onto the current
  * CPU's part.  Returns the part's index (>= 0), -ENOSPC (that part is
  * full: nothing stored), -EINVAL (b or item NULL, or a slow path's fence
- * failed).  Lock-free on the fast path.
+ * failed (-ENXIO instead)).  Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 {
@@ -185,7 +185,7 @@ RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
  * rsk_copybuf_pop - copy the last item of the current CPU's part into
  * item (b->item_size bytes) and remove it.  Returns the part's index
  * (>= 0), -ENOENT (that part is empty), -EINVAL (b or item NULL, or a slow
- * path's fence failed).  Lock-free on the fast path.
+ * path's fence failed (-ENXIO instead)).  Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
 {
@@ -209,7 +209,7 @@ RSK_PERCPU_INLINE int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
  * rsk_copybuf_pop_cpu - copy out and remove the last item of part `cpu`
  * (any CPU's) while that CPU's threads keep operating (the part's gate is
  * closed and the CPU fenced meanwhile).  Returns 0, -ENOENT (empty),
- * -EINVAL (b or item NULL, cpu outside [0, b->nr), or the fence failed).
+ * -EINVAL (b or item NULL, cpu outside [0, b->nr), or the fence failed (-ENXIO instead)).
  */
 int rsk_copybuf_pop_cpu(struct rsk_copybuf *b, int cpu, void *item);
 

@@ -126,14 +126,14 @@ int rsk_counter_sum(const struct rsk_counter *c, intptr_t *sum);
  * store the old one in *old, exactly: no add is lost or counted twice,
  * while other threads keep adding (the part's gate is closed and its CPU
  * fenced for the exchange).  Returns 0, -EINVAL (c or old NULL, cpu
- * outside [0, c->nr), or the fence failed: nothing changed).
+ * outside [0, c->nr), or the fence failed (-ENXIO instead): nothing changed).
  */
 int rsk_counter_exchange(struct rsk_counter *c, int cpu, intptr_t value, intptr_t *old);
 
 /*
  * rsk_counter_reset - set every part to 0, each exactly as
  * rsk_counter_exchange() does, while other threads may keep adding.
- * Returns 0, -EINVAL (c NULL, or a fence failed).
+ * Returns 0, -EINVAL (c NULL, or a fence failed (-ENXIO instead)).
  */
 int rsk_counter_reset(struct rsk_counter *c);
 

@@ -259,7 +259,7 @@ int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, int ret
 /*
  * rsk_pcounter_add - add v (any sign) to the current CPU's copy of *ctr.
  * Returns the index of that copy (>= 0), or -EINVAL (p or ctr NULL, or a
- * slow path's fence failed: nothing added).  One gated restartable add on
+ * slow path's fence failed (-ENXIO instead): nothing added).  One gated restartable add on
  * rsk_percpu_ptr(ctr, idx); without rseq, with the gate closed, or after
  * rsk_abort_limit() aborts, the slow path adds under the gate.
  * Precondition (not checked on the fast path): ctr is an intptr_t-aligned
@@ -302,7 +302,7 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
  * rsk_pcounter_exchange - replace copy idx with value and store the old
  * one in *old, exactly, while other threads keep adding (gate + fence).
  * Return 0, -EINVAL (NULL argument, idx outside [0, nr), ctr not inside a
- * live object of p, or the fence failed: nothing changed).
+ * live object of p, or the fence failed (-ENXIO instead): nothing changed).
  */
 int rsk_pcounter_read(struct rsk_mempool *p, const intptr_t *ctr, int idx, intptr_t *value);
 int rsk_pcounter_sum(struct rsk_mempool *p, const intptr_t *ctr, intptr_t *sum);

@@ -60,8 +60,11 @@
  *	-ENOENT  a part is empty (stack, ptrbuf, copybuf pop)
  *	-EDEADLK a signal handler's operation on another CPU's part
  *	         (rsk_<name>_*_cpu) that its own interrupted thread holds
- *	other    a slow path's fence could not reach the CPU (see
- *	         rsk_gate_close(3)); nothing was done
+ *	-ENXIO   a slow path's fence could not reach a CPU where a thread of
+ *	         the process may run (no membarrier; see rsk_fence_cpu(3));
+ *	         nothing was done
+ *	-EOWNERDEAD  the part's gate is held by a thread that no longer exists
+ *	         (reported once on stderr; see rsk_gate_close(3))
  *
  * Adding a structure: doc/GUIDE.md, "Adding a structure".
  */

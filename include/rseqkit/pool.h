@@ -130,7 +130,7 @@ int rsk_pool_destroy(struct rsk_pool *p);
  * rsk_pool_drain - move every object of the cache of part `cpu` (or of all
  * parts, cpu = -1) to the depot, while their threads keep allocating and
  * freeing (gate + fence).  Returns 0, -EINVAL (p NULL, cpu outside
- * [-1, nr), or a fence failed: that cache kept its objects).
+ * [-1, nr), or a fence failed (-ENXIO instead): that cache kept its objects).
  */
 int rsk_pool_drain(struct rsk_pool *p, int cpu);
 

@@ -145,7 +145,7 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **
 /*
  * rsk_ptrbuf_push - append ptr to the current CPU's part.
  * Returns the part's index (>= 0), -ENOSPC (that part is full: nothing
- * stored), -EINVAL (b NULL, or a slow path's fence failed).  Lock-free on
+ * stored), -EINVAL (b NULL, or a slow path's fence failed (-ENXIO instead)).  Lock-free on
  * the fast path.
  */
 RSK_PERCPU_INLINE int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
@@ -167,7 +167,7 @@ RSK_PERCPU_INLINE int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
 /*
  * rsk_ptrbuf_pop - take the last pointer of the current CPU's part into
  * *out.  Returns the part's index (>= 0), -ENOENT (that part is empty;
- * *out = NULL), -EINVAL (b or out NULL, or a slow path's fence failed).
+ * *out = NULL), -EINVAL (b or out NULL, or a slow path's fence failed (-ENXIO instead)).
  * Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
@@ -198,7 +198,7 @@ RSK_PERCPU_INLINE int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
  * rsk_ptrbuf_pop_cpu - take the last pointer of part `cpu` (any CPU's)
  * while that CPU's threads keep operating (the part's gate is closed and
  * the CPU fenced meanwhile).  Returns 0, -ENOENT (empty; *out = NULL),
- * -EINVAL (b or out NULL, cpu outside [0, b->nr), or the fence failed).
+ * -EINVAL (b or out NULL, cpu outside [0, b->nr), or the fence failed (-ENXIO instead)).
  */
 int rsk_ptrbuf_pop_cpu(struct rsk_ptrbuf *b, int cpu, void **out);
 

@@ -86,7 +86,7 @@ void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
 /*
  * rsk_spinlock_lock - take the lock of the current CPU's part.
  * Returns its index (>= 0; pass it to rsk_spinlock_unlock), -EINVAL if l
- * is NULL (or a slow path's fence failed: no lock taken).  Blocking: spins,
+ * is NULL (or a slow path's fence failed (-ENXIO instead): no lock taken).  Blocking: spins,
  * yielding the CPU while the lock stays held.  Without rseq, or after too
  * many aborts, the slow path takes the lock under the part's gate.
  */

@@ -151,7 +151,7 @@ RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_all_(struct rsk_stack *s,
 /*
  * rsk_stack_push - push node on the current CPU's part.
  * Returns the part's index (>= 0), -EINVAL (s or node NULL, or a slow
- * path's fence failed: node not pushed).  Lock-free on the fast path.
+ * path's fence failed (-ENXIO instead): node not pushed).  Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *node)
 {
@@ -176,7 +176,7 @@ stopped:
 /*
  * rsk_stack_pop - unlink the top node of the current CPU's part into *out.
  * Returns the part's index (>= 0), -ENOENT (that part is empty; *out set
- * to NULL), -EINVAL (s or out NULL, or a slow path's fence failed).
+ * to NULL), -EINVAL (s or out NULL, or a slow path's fence failed (-ENXIO instead)).
  * Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out)
@@ -251,14 +251,14 @@ RSK_PERCPU_INLINE int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_no
  * while that CPU's threads keep operating: the part's gate is closed and
  * the CPU fenced meanwhile.  Returns 0 (*out = top node), -ENOENT (empty;
  * *out = NULL), -EINVAL (s or out NULL, cpu outside [0, s->nr), or the
- * fence failed).
+ * fence failed (-ENXIO instead)).
  */
 int rsk_stack_pop_all_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node **out);
 
 /*
  * rsk_stack_push_cpu - push node on part `cpu` (any CPU's), as safely as
  * rsk_stack_pop_all_cpu(): with it, nodes move between CPUs.  Returns 0,
- * -EINVAL (s or node NULL, cpu outside [0, s->nr), or the fence failed).
+ * -EINVAL (s or node NULL, cpu outside [0, s->nr), or the fence failed (-ENXIO instead)).
  */
 int rsk_stack_push_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node *node);
 
