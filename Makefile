@@ -140,7 +140,8 @@ $(BUILD)/examples/%: examples/%.c $(STATIC) $(LIB_HDR)
 	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 
 # Everything a test script may need, built before prove runs.
-TEST_DEPS := lib tools $(TESTS) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples
+TEST_DEPS := lib tools $(TESTS) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples \
+             $(BUILD)/bin/mempool-bench
 
 # prove runs each test through tests/bin/tap-run.sh, which keeps its TAP in
 # $(BUILD)/tap/; tests/bin/deps.sh then sums up what was skipped and why, and

@@ -44,7 +44,15 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/futex.h>
+/* futex(2) operations (the kernel's uapi values; musl-gcc's include path
+ * has no <linux/futex.h>). */
+#define RSK_FUTEX_PRIVATE 128
+#ifndef FUTEX_WAIT_PRIVATE
+#define FUTEX_WAIT_PRIVATE (0 | RSK_FUTEX_PRIVATE)
+#endif
+#ifndef FUTEX_WAKE_PRIVATE
+#define FUTEX_WAKE_PRIVATE (1 | RSK_FUTEX_PRIVATE)
+#endif
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include "internal.h"

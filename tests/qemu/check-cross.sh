@@ -75,7 +75,7 @@ commands() {
 	# The asm points each test passes on this arch, read from the
 	# cross-built tool itself (it refuses the others).
 	pts=$(tr -c '[:print:]' '\n' <"$B/bin/rseqkit-stress" |
-		sed -n 's/^rseqkit-stress injection points: //p' | head -n 1)
+		sed -n 's/^.*rseqkit-stress injection points: //p' | head -n 1)
 	for mode in cpu cid; do
 		for t in i l b m s; do
 			set -- -T $t -I $mode -t "$THREADS" -r "$REPS"
