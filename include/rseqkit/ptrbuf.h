@@ -107,6 +107,11 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *
 	if (b->flags & RSK_PTRBUF_RELEASE)
 		return RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &p->gate, &p->count,
 				      count, &p->slot[count], (intptr_t)ptr, count + 1);
+	/* Relaxed for other CPUs, but in program order for this one (a
+	 * consumer that runs here after the push sees the object): the
+	 * compiler must not sink the caller's stores below the commit, which
+	 * the x86-64 section does not forbid by itself.  No instruction. */
+	__atomic_signal_fence(__ATOMIC_RELEASE);
 	return RSK_PERCPU_OP_(cmpstorestore, ioff, area, i, &p->gate, &p->count, count,
 			      &p->slot[count], (intptr_t)ptr, count + 1);
 }
