@@ -65,8 +65,12 @@ prefix=$tmp/prefix
 
 # --- install ----------------------------------------------------------------
 # A make of our own, not a sub-make of the one running "make check".
+# LIBDIR and BINDIR are given, so a 32-bit build installs its tools and
+# library where the checks below look (its defaults, lib32 and no tools,
+# are checked under "LIBDIR, the 32-bit default" at the end).
 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
-	make -C "$ROOT" BUILD="$BUILD" CC="$CC" PREFIX="$prefix" install >"$tmp/install.log" 2>&1
+	make -C "$ROOT" BUILD="$BUILD" CC="$CC" PREFIX="$prefix" LIBDIR="$prefix/lib" \
+	BINDIR="$prefix/bin" install >"$tmp/install.log" 2>&1
 status=$?
 ok $status "make install PREFIX=<tmp> (CC=$CC, BUILD=$BUILD)"
 if [ $status -ne 0 ]; then
@@ -373,7 +377,7 @@ ok $? "make uninstall LIBDIR=PREFIX/$ma"
 left=$(cd "$p2" && find . ! -type d | head -n 5 | tr '\n' ' ')
 [ -z "$left" ]
 ok $? "nothing left after uninstall${left:+ (left: $left)}"
-mk PREFIX="$prefix" uninstall >"$tmp/un.log" 2>&1
+mk PREFIX="$prefix" LIBDIR="$prefix/lib" BINDIR="$prefix/bin" uninstall >"$tmp/un.log" 2>&1
 left=$(cd "$prefix" && find . ! -type d | head -n 5 | tr '\n' ' ')
 [ -z "$left" ]
 ok $? "make uninstall of the first install leaves nothing${left:+ (left: $left)}"
