@@ -52,7 +52,10 @@ case $CC in *musl*) echo "1..0 # SKIP musl-gcc has no C++ library"; exit 0 ;; es
 
 for cxx in g++ clang++; do
 	case $cxx in g++) pkg=g++ ;; clang++) pkg=clang ;; esac
-	case $target in *-m32*) [ $cxx = g++ ] && pkg=g++-multilib ;; esac
+	# clang++ -m32 links the libstdc++ of the i386 cross gcc's directory
+	# whenever that directory exists (a cross gcc installed once leaves
+	# it), else g++-multilib's: the cross one is the package to name.
+	case $target in *-m32*) [ $cxx = g++ ] && pkg=g++-multilib || pkg=libstdc++-12-dev-i386-cross ;; esac
 	if ! command -v $cxx >/dev/null 2>&1; then
 		skip "$cxx not installed: C++ consumer not built with it [pkg $pkg]"
 		skip "$cxx not installed [pkg $pkg]"
