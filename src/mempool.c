@@ -375,7 +375,9 @@ RSK_EXPORT int rsk_mempool_create(struct rsk_mempool **out, const struct rsk_mem
 		return -EINVAL;
 	if (cfg->flags & ~(RSK_MEMPOOL_ROBUST | RSK_MEMPOOL_NO_NUMA))
 		return -EINVAL;
-	align = cfg->align ? cfg->align : sizeof(intptr_t);
+	/* 0 means 8, as documented, on 32-bit targets too (a uint64_t or a
+	 * double per CPU must not straddle cache lines, and i386 malloc gives 8). */
+	align = cfg->align ? cfg->align : 8;
 	if ((align & (align - 1)) || align > RSK_MEMPOOL_MAX_ALIGN)
 		return -EINVAL;
 	if (page > 0 && (size_t)page > RSK_MEMPOOL_STRIDE)
