@@ -113,11 +113,21 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	"jnz 9b\n"                                                             \
 	"8:\n\t"                                                               \
 	"mov" RSK_X86_SFX " %[injspill], %[tmp]\n\t"
-#define RSK_X86_INJECT_DECL intptr_t rsk_injspill;
-#define RSK_X86_INJECT_OUT  , [injspill] "=m"(rsk_injspill)
+/*
+ * The counts are copied to the stack before the section: as memory operands
+ * they then cost no register.  Read in place, each would need the address
+ * of rsk_inject_loops in one under -fpie (a GOT load, and at -O0 one per
+ * operand), and the gated copy, which already holds six, had none left:
+ * "impossible constraints", or cc1 searching for minutes.
+ */
+#define RSK_X86_INJECT_DECL                                                    \
+	intptr_t rsk_injspill;                                                 \
+	int rsk_inj[5];                                                        \
+	__builtin_memcpy(rsk_inj, rsk_inject_loops, sizeof(rsk_inj));
+#define RSK_X86_INJECT_OUT , [injspill] "=m"(rsk_injspill)
 #define RSK_X86_INJECT_IN                                                      \
-	, [inj1] "m"(rsk_inject_loops[1]), [inj2] "m"(rsk_inject_loops[2]),    \
-		[inj3] "m"(rsk_inject_loops[3]), [inj4] "m"(rsk_inject_loops[4])
+	, [inj1] "m"(rsk_inj[1]), [inj2] "m"(rsk_inj[2]), [inj3] "m"(rsk_inj[3]), \
+		[inj4] "m"(rsk_inj[4])
 #else
 #define RSK_INJECT_ASM(n) ""
 #define RSK_X86_INJECT_DECL
