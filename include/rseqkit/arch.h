@@ -84,6 +84,7 @@
 #include <stdint.h>
 #include <rseqkit/abi.h>
 #include <rseqkit/inject.h>
+#include <rseqkit/tsan.h>
 
 /*
  * How an arch header writes its operations: one macro,

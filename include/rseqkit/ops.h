@@ -72,11 +72,16 @@ enum rsk_result {
 		if (__builtin_expect(rsk_off_ == 0 || rsk_field_ == 0, 0))     \
 			return RSK_ABORTED;                                    \
 		__asm__ __volatile__("" ::: "memory");                         \
+		RSK_TSAN_RELEASE(RSK_OPS_FIRST_(__VA_ARGS__, 0));               \
 		rsk_ret_ = rsk_arch_##op##_at(rsk_arch_area_of(rsk_off_), rsk_field_, (idx), \
 					      __VA_ARGS__);                    \
 		__asm__ __volatile__("" ::: "memory");                         \
+		RSK_TSAN_ACQUIRE_IF(rsk_ret_ == RSK_OK, RSK_OPS_FIRST_(__VA_ARGS__, 0)); \
 		return rsk_ret_;                                               \
 	} while (0)
+/* Not API: an operation's first operand (the word it commits, or for
+ * derefadd the pointer it goes through): the key of its TSan annotation. */
+#define RSK_OPS_FIRST_(a, ...) (a)
 #define RSK_OP_DISPATCH(op, mode, idx, ...) RSK_OPS_AT_(op, mode, idx, __VA_ARGS__)
 
 /* rsk_cmpstore - if (*v == expect) *v = newv. */

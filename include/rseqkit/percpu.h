@@ -177,8 +177,22 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
 
 /* Not API: the gated arch operation `op` on the index field at ioff, for
  * an area and index from rsk_percpu_enter_(). */
+#ifdef RSK_TSAN
+/* Under ThreadSanitizer a section also releases its part's gate word
+ * before it, and acquires it after a commit (<rseqkit/tsan.h>). */
+#define RSK_PERCPU_OP_(op, ioff, area, idx, gate, ...)                         \
+	({                                                                     \
+		enum rsk_try rsk_r_;                                           \
+		RSK_TSAN_RELEASE(gate);                                        \
+		rsk_r_ = (enum rsk_try)rsk_arch_gated_##op##_at((area), (ioff), (int)(idx), \
+								__VA_ARGS__, (gate)); \
+		RSK_TSAN_ACQUIRE_IF(rsk_r_ == RSK_TRY_DONE, (gate));           \
+		rsk_r_;                                                        \
+	})
+#else
 #define RSK_PERCPU_OP_(op, ioff, area, idx, gate, ...)                         \
 	((enum rsk_try)rsk_arch_gated_##op##_at((area), (ioff), (int)(idx), __VA_ARGS__, (gate)))
+#endif
 
 /*
  * Not API: the part operations of structures whose parts are an array of
@@ -239,7 +253,9 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		if ((head) == 2)                                               \
 			goto cmpfail;                                          \
 	} while (0)
-#elif defined(RSK_ARCH_HAS_PART_OPS)
+#elif defined(RSK_ARCH_HAS_PART_OPS) && !defined(RSK_TSAN)
+/* (Under ThreadSanitizer the generic ones below: their part, and so the
+ * key of their annotation, is known before the section.) */
 /* The section arms its descriptor before it reads the index: an area
  * offset of 0 (no rseq) must never get that far, or the arming store would
  * land in the TCB. */
@@ -284,6 +300,7 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 			    !rsk_percpu_enter_((off), ioff_, (s)->fast_nr_, &area_, &i_))) \
 			goto noindex;                                          \
 		(pos) = (uintptr_t)i_ << 7;                                    \
+		RSK_TSAN_RELEASE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
 		r_ = rsk_arch_gated_##op##_at(                                 \
 			area_, ioff_, (int)i_,                                 \
 			(intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
@@ -296,6 +313,7 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 				goto on_cmpfail;                               \
 			goto aborted;                                          \
 		}                                                              \
+		RSK_TSAN_ACQUIRE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
 	} while (0)
 #define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                             \
 	RSK_PERCPU_PART_OP_(s, T, off, pos, field, aborted, add, count)
@@ -314,6 +332,7 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		head_ = __atomic_load_n((intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
 					__ATOMIC_RELAXED);                     \
 		*(intptr_t *)(void *)((char *)(node) + (next)) = head_;        \
+		RSK_TSAN_RELEASE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
 		r_ = rsk_arch_gated_cmpstore_release_at(                       \
 			area_, ioff_, (int)i_,                                 \
 			(intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
@@ -324,6 +343,7 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 				goto stopped;                                  \
 			goto aborted; /* the head moved, or a restart */       \
 		}                                                              \
+		RSK_TSAN_ACQUIRE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
 	} while (0)
 #define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                        \
 	RSK_PERCPU_PART_OP_(s, T, off, pos, field, cmpfail, pop, 0, (intptr_t)(next), &(head))

@@ -57,12 +57,18 @@ int rsk_spinlock_destroy(struct rsk_spinlock *l);
 
 /* Not API: one attempt of rsk_spinlock_lock (RSK_TRY_DONE with *idx set;
  * RSK_TRY_CHANGED: the lock of part *idx is held). */
+/* Not API: for ThreadSanitizer, a lock taken in a section acquires what
+ * the unlock (an atomic release store on the same word) released. */
+#define RSK_SPINLOCK_TSAN_TAKEN_(l, pos)                                       \
+	RSK_TSAN_ACQUIRE((char *)(l) + RSK_PERCPU_VDISP_(struct rsk_spinlock, locked) + (pos))
+
 RSK_PERCPU_INLINE enum rsk_try rsk_spinlock_try_(struct rsk_spinlock *l, int *idx, ptrdiff_t off)
 {
 	uintptr_t pos;
 
 	RSK_INJECT_C(7);
 	RSK_PERCPU_CAS_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
+	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
 	*idx = rsk_percpu_pos_index_(pos);
 	return RSK_TRY_DONE;
 cmpfail:
@@ -101,6 +107,7 @@ RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 	 * itself: no result code is set up on the fast path. */
 	RSK_INJECT_C(7);
 	RSK_PERCPU_CAS_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
+	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
 	/* Nothing of the critical section may move above the commit that
 	 * took the lock. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
