@@ -67,7 +67,10 @@ static enum rsk_try ptrbuf_locked(void *s, int idx, void *arg)
 	if (o->op == RSK_PTRBUF_PUSH_) {
 		if (count >= b->capacity)
 			return RSK_TRY_FULL;
-		p->slot[count] = (intptr_t)o->ptr;
+		/* Atomic (relaxed) where fast paths read in C: the owner of
+		 * the part may be reading it speculatively, its section then
+		 * failing on the closed gate. */
+		__atomic_store_n(&p->slot[count], (intptr_t)o->ptr, __ATOMIC_RELAXED);
 		/* Release: the object is published with the slot. */
 		__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
 		return RSK_TRY_DONE;
@@ -75,7 +78,7 @@ static enum rsk_try ptrbuf_locked(void *s, int idx, void *arg)
 	if (count == 0)
 		return RSK_TRY_EMPTY;
 	*o->out = (void *)p->slot[count - 1];
-	p->count = count - 1;
+	__atomic_store_n(&p->count, count - 1, __ATOMIC_RELAXED);
 	return RSK_TRY_DONE;
 }
 

@@ -60,11 +60,12 @@ static enum rsk_try stack_locked(void *s, int idx, void *arg)
 		*o->out = head;
 		if (head == NULL)
 			return RSK_TRY_EMPTY;
-		p->head = (intptr_t)head->next;
+		/* Relaxed atomic stores: another CPU's peek reads the head. */
+		__atomic_store_n(&p->head, (intptr_t)head->next, __ATOMIC_RELAXED);
 		return RSK_TRY_DONE;
 	case RSK_STACK_POP_ALL_:
 		*o->out = head;
-		p->head = 0;
+		__atomic_store_n(&p->head, 0, __ATOMIC_RELAXED);
 		return head == NULL ? RSK_TRY_EMPTY : RSK_TRY_DONE;
 	}
 	return RSK_TRY_EMPTY;
