@@ -79,7 +79,8 @@ __attribute__((format(printf, 2, 3))) static void report(struct pool_impl *pi, c
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* va_start is just above: clang-tidy 14's analyzer loses it here. */
+	vsnprintf(msg, sizeof(msg), fmt, ap); /* NOLINT(clang-analyzer-valist.Uninitialized) */
 	va_end(ap);
 	/* One write per report, so that lines of several threads stay whole. */
 	fprintf(stderr, "rseqkit: mempool %p: %s\n", (void *)pi, msg);
@@ -144,7 +145,7 @@ static int node_of_cpu(int cpu)
 		return -1;
 	while ((e = readdir(d)) != NULL)
 		if (strncmp(e->d_name, "node", 4) == 0 && e->d_name[4] >= '0' && e->d_name[4] <= '9') {
-			node = atoi(e->d_name + 4);
+			node = (int)strtol(e->d_name + 4, NULL, 10);
 			break;
 		}
 	closedir(d);
@@ -198,7 +199,7 @@ static struct range *range_new(struct pool_impl *pi)
 
 	if (pi->max_bytes && (pi->nranges + 1) * pi->range_bytes > pi->max_bytes)
 		return NULL;
-	nv = malloc((pi->nranges + 1) * sizeof(*nv));
+	nv = malloc((pi->nranges + 1) * sizeof(struct range *));
 	old = malloc(sizeof(*old));
 	r = calloc(1, sizeof(*r));
 	if (nv == NULL || old == NULL || r == NULL) {

@@ -440,7 +440,7 @@ static inline void slot_track(struct gate_slot *s, int n, intptr_t *word)
 
 /* The thread released `word`, which it held: forget it.  The entries
  * [0, min(nheld, GATE_TRACK)) are the gates held, NULL for one not known. */
-static __attribute__((noinline)) void slot_untrack(struct gate_slot *s, intptr_t *word)
+static __attribute__((noinline)) void slot_untrack(struct gate_slot *s, const intptr_t *word)
 {
 	int n = __atomic_load_n(&s->nheld, __ATOMIC_RELAXED);
 	int top = (n < GATE_TRACK ? n : GATE_TRACK) - 1, i;
@@ -682,9 +682,11 @@ static inline int gate_take(intptr_t *word, int idx, const char *what, const voi
 	struct gate_self *g = self();
 	struct gate_slot *s = g->slot;
 	intptr_t me = g->tid, seen;
-	int n, err, ctl;
+	int n, err;
 
 	for (;;) {
+		int ctl;
+
 		n = slot_enter(s);
 		ctl = __atomic_load_n(&gate_ctl, __ATOMIC_RELAXED);
 		if (UNLIKELY(ctl != CTL_READY) && ctl_slow(s, n, ctl))
@@ -942,13 +944,12 @@ static int fence(int cpu)
 	if (rsk_process.owner == RSK_OWNER_NONE)
 		return 0; /* no thread of ours can be inside a section */
 	if (membarrier_ready()) {
-		if (membarrier_fence(cpu) == 0) {
+		/* On EPERM the registration was lost (not inherited?): again. */
+		if (membarrier_fence(cpu) == 0 ||
+		    (errno == EPERM &&
+		     sys_membarrier(RSK_ABI_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0 &&
+		     membarrier_fence(cpu) == 0)) {
 			err = 0;
-		} else if (errno == EPERM &&
-			   sys_membarrier(RSK_ABI_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0,
-					  0) == 0 &&
-			   membarrier_fence(cpu) == 0) {
-			err = 0; /* the registration was lost (not inherited?) */
 		} else if (errno == ENOSYS) {
 			/* Denied from now on (a seccomp filter): migrate. */
 			__atomic_store_n(&membarrier_state, MB_NONE, __ATOMIC_RELEASE);

@@ -841,7 +841,7 @@ static void xfer_teardown(void *sh)
 	do {                                                                   \
 		struct hand *h_ = &(s)->hands[(t)->id];                        \
 		for (unsigned i_ = 0; i_ < (n); i_++) {                        \
-			intptr_t id_;                                          \
+			intptr_t id_ = 0;                                        \
 			if (h_->n > 0) {                                       \
 				id_ = h_->id[h_->n - 1];                       \
 				if (PUSH(id_) == 0)                            \
