@@ -181,7 +181,7 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
 /* Under ThreadSanitizer a section also releases its part's gate word
  * before it, and acquires it after a commit (<rseqkit/tsan.h>). */
 #define RSK_PERCPU_OP_(op, ioff, area, idx, gate, ...)                         \
-	({                                                                     \
+	__extension__({                                                        \
 		enum rsk_try rsk_r_;                                           \
 		RSK_TSAN_RELEASE(gate);                                        \
 		rsk_r_ = (enum rsk_try)rsk_arch_gated_##op##_at((area), (ioff), (int)(idx), \
