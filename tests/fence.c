@@ -25,7 +25,8 @@
 static intptr_t word, gate;
 static volatile int entered;
 static int result;
-static double spent; /* seconds A spent in its section */
+static double spent;   /* seconds A spent in its section */
+static double entered_at, fenced_at; /* A's start, the fence's return */
 
 static double now(void)
 {
@@ -57,8 +58,9 @@ static void *sectioner(void *arg)
 	int idx;
 	while ((idx = rsk_index(RSK_INDEX_CPU)) != 0)
 		sched_yield();
-	entered = 1;
 	double t0 = now();
+	entered_at = t0;
+	entered = 1;
 	result = rsk_gated_add(RSK_INDEX_CPU, idx, &gate, &word, 1);
 	spent = now() - t0;
 	return NULL;
@@ -81,8 +83,10 @@ static int trial(int do_fence)
 	while (!entered)
 		sleep_ms(1);
 	sleep_ms(5); /* A is now deep inside its delay loop */
-	if (do_fence)
+	if (do_fence) {
 		rsk_fence_cpu(0);
+		fenced_at = now();
+	}
 	pthread_join(a, NULL);
 	return result;
 }
@@ -121,14 +125,28 @@ int main(void)
 	}
 	if (rate == 0)
 		rate = 1e9;
-	rsk_inject_loops[2] = (int)(rate * 0.04); /* 40 ms */
-	int fenced = RSK_OK, aborted = 0;
-	for (int i = 0; i < 3; i++) {
-		fenced = trial(1);
-		aborted += fenced == RSK_ABORTED && spent < 0.03;
+	rsk_inject_loops[2] = (int)(rate * 0.1); /* 100 ms */
+	/* A trial tells only if the fence returned while A's section still had
+	 * to spin (before half its 100 ms): then the section must have been
+	 * restarted, not committed.  On a loaded machine this thread (normal
+	 * priority) may get to the fence too late: such trials are retried,
+	 * and too few that tell are a skip, not a pass. */
+	int told = 0, aborted = 0, late = 0;
+	for (int i = 0; i < 12 && told < 3; i++) {
+		int r = trial(1);
+		if (fenced_at - entered_at >= 0.05) {
+			late++;
+			continue;
+		}
+		told++;
+		aborted += r == RSK_ABORTED;
 	}
-	tap_ok(aborted == 3, "a fence of CPU 0 aborts the section spinning there, early (%d of 3)",
-	       aborted);
+	if (told == 3)
+		tap_ok(aborted == 3, "a fence of CPU 0 aborts the section spinning there (%d of 3; %d late trial(s) retried)",
+		       aborted, late);
+	else
+		printf("ok %d # SKIP the fence came too late in %d of %d trials (a loaded machine)\n",
+		       ++tap_n, late, late + told);
 	rsk_stats_process(&after);
 	tap_ok(after.fences > before.fences, "fences are counted (%llu)",
 	       (unsigned long long)after.fences);
