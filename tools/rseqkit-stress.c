@@ -354,7 +354,7 @@ static void mempool_rep(struct worker *w, long rep)
 
 static void one_rep(struct worker *w, long rep)
 {
-	int ret, n = (int)(rep % BATCH) + 1, got = 0;
+	int ret = 0, n = (int)(rep % BATCH) + 1, got = 0;
 
 	switch (opt.test) {
 	case 'i':
