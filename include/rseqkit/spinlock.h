@@ -55,13 +55,13 @@ int rsk_spinlock_create(struct rsk_spinlock **out, enum rsk_index_mode mode);
  * Returns 0, or -EINVAL if l is NULL or destroyed already. */
 int rsk_spinlock_destroy(struct rsk_spinlock *l);
 
-/* Not API: one attempt of rsk_spinlock_lock (RSK_TRY_DONE with *idx set;
- * RSK_TRY_CHANGED: the lock of part *idx is held). */
 /* Not API: for ThreadSanitizer, a lock taken in a section acquires what
  * the unlock (an atomic release store on the same word) released. */
 #define RSK_SPINLOCK_TSAN_TAKEN_(l, pos)                                       \
 	RSK_TSAN_ACQUIRE((char *)(l) + RSK_PERCPU_VDISP_(struct rsk_spinlock, locked) + (pos))
 
+/* Not API: one attempt of rsk_spinlock_lock (RSK_TRY_DONE with *idx set;
+ * RSK_TRY_CHANGED: the lock of part *idx is held). */
 RSK_PERCPU_INLINE enum rsk_try rsk_spinlock_try_(struct rsk_spinlock *l, int *idx, ptrdiff_t off)
 {
 	uintptr_t pos;
