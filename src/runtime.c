@@ -612,6 +612,10 @@ RSK_EXPORT int rsk_index_slow(enum rsk_index_mode mode)
 	struct rsk_abi_area *area;
 	int32_t cpu;
 
+	/* An unknown mode indexes nothing: -1, as the inline rsk_index()
+	 * (which calls here for it), before registering anything. */
+	if (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID)
+		return -1;
 	if (rsk_thread_ensure() != RSK_THREAD_ACTIVE || (area = rsk_area()) == NULL)
 		return -1;
 	cpu = rsk_area_cpu_id(area);
@@ -619,7 +623,7 @@ RSK_EXPORT int rsk_index_slow(enum rsk_index_mode mode)
 		return -1;
 	if (mode == RSK_INDEX_CID)
 		return rsk_fast.cid_ok ? (int)__atomic_load_n(&area->mm_cid, __ATOMIC_RELAXED) : -1;
-	return mode == RSK_INDEX_CPU ? cpu : -1;
+	return cpu;
 }
 
 RSK_EXPORT int rsk_register(void)

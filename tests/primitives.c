@@ -5,11 +5,21 @@
  * injection inside the asm, where aborts must happen and nothing may be
  * lost.  Built with -DRSEQKIT_NEGATIVE_CONTROL (descriptor never armed)
  * the same program must instead detect lost updates.
+ *
+ * Bad arguments (issue 14): an unknown index mode, a NULL first pointer
+ * and a copy longer than RSK_CMPCOPYSTORE_MAX_WORDS are -EINVAL from every
+ * primitive, before the section, storing nothing; rsk_index() and
+ * rsk_index_slow() return -1 for the unknown mode.  The cases that crashed
+ * before (a NULL v, a huge copy that wrote below dst) run in children.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
 #include <rseqkit/rseqkit.h>
 #include "tap.h"
 
@@ -122,6 +132,190 @@ static __attribute__((unused)) void single_thread(enum rsk_index_mode m, const c
 	       "%s gated derefadd stops at a closed gate", mn);
 }
 
+/* ---- bad arguments ---- */
+
+/* Every primitive, by number: the ten plain ones, then their gated twins
+ * (open gate).  v is the first pointer (for derefadd the pointer it goes
+ * through); n the copy's length; pop and the compares are set up to fail
+ * their compare should a section ever run. */
+#define A_OPS 10
+static const char *const a_name[A_OPS] = { "cmpstore", "cmpstore_release", "cmpcmpstore",
+					   "cmpstorestore", "cmpstorestore_release", "cmpcopystore",
+					   "cmpcopystore_release", "add", "pop", "derefadd" };
+static intptr_t a_gate, a_v2, a_out, a_src[4], a_dst[4];
+
+static int call_op(int op, enum rsk_index_mode m, int idx, intptr_t *v, intptr_t *dst, size_t n)
+{
+	const intptr_t *g = &a_gate;
+	intptr_t *const *pp = (intptr_t *const *)(void *)v;
+
+	switch (op) {
+	case 0: return rsk_cmpstore(m, idx, v, 7, 8);
+	case 1: return rsk_cmpstore_release(m, idx, v, 7, 8);
+	case 2: return rsk_cmpcmpstore(m, idx, v, 7, &a_v2, 0, 8);
+	case 3: return rsk_cmpstorestore(m, idx, v, 7, &a_v2, 9, 8);
+	case 4: return rsk_cmpstorestore_release(m, idx, v, 7, &a_v2, 9, 8);
+	case 5: return rsk_cmpcopystore(m, idx, v, 7, dst, a_src, n, 8);
+	case 6: return rsk_cmpcopystore_release(m, idx, v, 7, dst, a_src, n, 8);
+	case 7: return rsk_add(m, idx, v, 1);
+	case 8: return rsk_pop(m, idx, v, v != NULL ? *v : 0, 0, &a_out);
+	case 9: return rsk_derefadd(m, idx, pp, 0, 1);
+	case 10: return rsk_gated_cmpstore(m, idx, g, v, 7, 8);
+	case 11: return rsk_gated_cmpstore_release(m, idx, g, v, 7, 8);
+	case 12: return rsk_gated_cmpcmpstore(m, idx, g, v, 7, &a_v2, 0, 8);
+	case 13: return rsk_gated_cmpstorestore(m, idx, g, v, 7, &a_v2, 9, 8);
+	case 14: return rsk_gated_cmpstorestore_release(m, idx, g, v, 7, &a_v2, 9, 8);
+	case 15: return rsk_gated_cmpcopystore(m, idx, g, v, 7, dst, a_src, n, 8);
+	case 16: return rsk_gated_cmpcopystore_release(m, idx, g, v, 7, dst, a_src, n, 8);
+	case 17: return rsk_gated_add(m, idx, g, v, 1);
+	case 18: return rsk_gated_pop(m, idx, g, v, v != NULL ? *v : 0, 0, &a_out);
+	default: return rsk_gated_derefadd(m, idx, g, pp, 0, 1);
+	}
+}
+
+static const char *op_label(int op, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s%s", op >= A_OPS ? "gated_" : "", a_name[op % A_OPS]);
+	return buf;
+}
+
+/* Run op until it is not RSK_ABORTED (a bounded number of times). */
+static int call_settled(int op, enum rsk_index_mode m, intptr_t *v, intptr_t *dst, size_t n)
+{
+	int r = RSK_ABORTED;
+
+	for (int k = 0; k < 1000 && r == RSK_ABORTED; k++)
+		r = call_op(op, m, rsk_index(m), v, dst, n);
+	return r;
+}
+
+/* What a child said: 0 ok, 1 wrong answer, else how it died. */
+static int child_status(pid_t pid, char *why, size_t size)
+{
+	int status = 0;
+
+	waitpid(pid, &status, 0);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (WIFSIGNALED(status))
+		snprintf(why, size, "child killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(why, size, "child exit status %d", WEXITSTATUS(status));
+	return 1;
+}
+
+#define GUARD_WORDS 512
+#define GUARD_FILL  ((intptr_t)0x5a5a5a5a)
+
+/* A copy of n words into a 4-word dst between two guard regions: must be
+ * -EINVAL with *v, dst and both guards untouched.  In a child: before the
+ * bound, the x86-64, aarch64 and arm loops index dst with a negative (or
+ * overflowing) count and write below it until they fault. */
+static void huge_copy(int op, size_t n, const char *what)
+{
+	char name[48], why[64] = "";
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		static struct {
+			intptr_t lo[GUARD_WORDS];
+			intptr_t dst[4];
+			intptr_t hi[GUARD_WORDS];
+		} g;
+		intptr_t v = 7;
+		int r, bad = 0;
+
+		alarm(10);
+		for (int i = 0; i < GUARD_WORDS; i++)
+			g.lo[i] = g.hi[i] = GUARD_FILL;
+		memset(g.dst, 0, sizeof(g.dst));
+		r = call_settled(op, RSK_INDEX_CPU, &v, g.dst, n);
+		for (int i = 0; i < GUARD_WORDS; i++)
+			bad += g.lo[i] != GUARD_FILL || g.hi[i] != GUARD_FILL;
+		for (int i = 0; i < 4; i++)
+			bad += g.dst[i] != 0;
+		if (r != -EINVAL || v != 7 || bad != 0)
+			printf("# %s: returned %d, v %ld, %d words of dst and its guards changed\n",
+			       op_label(op, name, sizeof(name)), r, (long)v, bad);
+		fflush(stdout);
+		_exit(r == -EINVAL && v == 7 && bad == 0 ? 0 : 1);
+	}
+	int failed = child_status(pid, why, sizeof(why));
+	tap_ok(!failed, "%s of %s words: -EINVAL, nothing written below dst, above it or to v%s%s",
+	       op_label(op, name, sizeof(name)), what, failed ? ": " : "", why);
+}
+
+static __attribute__((unused)) void bad_arguments(void)
+{
+	char name[48], why[64];
+	int fails = 0;
+
+	/* 1. Copies longer than RSK_CMPCOPYSTORE_MAX_WORDS. */
+	huge_copy(5, (size_t)-1, "(size_t)-1");
+	huge_copy(6, RSK_CMPCOPYSTORE_MAX_WORDS + 1, "RSK_CMPCOPYSTORE_MAX_WORDS + 1");
+	huge_copy(A_OPS + 5, ((size_t)1 << (sizeof(size_t) * 8 - 3)) + 2, "2^(bits-3) + 2");
+	huge_copy(A_OPS + 6, (size_t)PTRDIFF_MAX, "PTRDIFF_MAX");
+	{
+		size_t n = RSK_CMPCOPYSTORE_MAX_WORDS;
+		intptr_t *src = calloc(n, sizeof(intptr_t)), *dst = calloc(n, sizeof(intptr_t));
+		intptr_t v = 1;
+		int i, r = RSK_ABORTED;
+
+		if (src != NULL && dst != NULL) {
+			src[0] = 3;
+			src[n - 1] = 4;
+			r = RETRY(RSK_INDEX_CPU, i, rsk_cmpcopystore(RSK_INDEX_CPU, i, &v, 1, dst, src, n, 2));
+		}
+		tap_ok(r == RSK_OK && v == 2 && dst[0] == 3 && dst[n - 1] == 4,
+		       "cmpcopystore of RSK_CMPCOPYSTORE_MAX_WORDS words is accepted and commits (%d)", r);
+		free(src);
+		free(dst);
+	}
+
+	/* 2. A NULL v (ptr for derefadd), in a child each: it faulted. */
+	for (int op = 0; op < 2 * A_OPS; op++) {
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid == 0) {
+			intptr_t *volatile none = NULL;
+			alarm(10);
+			_exit(call_settled(op, RSK_INDEX_CPU, none, a_dst, 2) == -EINVAL ? 0 : 1);
+		}
+		why[0] = '\0';
+		if (child_status(pid, why, sizeof(why)) != 0) {
+			fails++;
+			tap_diag("NULL v: %s: %s", op_label(op, name, sizeof(name)), why);
+		}
+	}
+	tap_ok(fails == 0, "a NULL v is -EINVAL from every primitive (%d of %d wrong)", fails,
+	       2 * A_OPS);
+
+	/* 3. An unknown index mode: -1 from the index, -EINVAL from each
+	 * primitive (before: RSK_ABORTED, which a retry loop retries). */
+	enum rsk_index_mode bad = (enum rsk_index_mode)7;
+	int ri = rsk_index(bad), rs = rsk_index_slow(bad);
+	tap_ok(ri == -1 && rs == -1, "mode 7: rsk_index() %d, rsk_index_slow() %d (want -1)", ri, rs);
+	fails = 0;
+	for (int op = 0; op < 2 * A_OPS; op++) {
+		intptr_t target = 5, v = op % A_OPS == 9 ? (intptr_t)&target : 7;
+		intptr_t v0 = v;
+		int r = call_op(op, bad, 0, &v, a_dst, 2);
+
+		if (r != -EINVAL || v != v0 || target != 5) {
+			fails++;
+			tap_diag("mode 7: %s returned %d (v %s, target %ld)",
+				 op_label(op, name, sizeof(name)), r, v == v0 ? "unchanged" : "changed",
+				 (long)target);
+		}
+	}
+	tap_ok(fails == 0, "mode 7: every primitive is -EINVAL and stores nothing (%d of %d wrong)",
+	       fails, 2 * A_OPS);
+}
+
 /* ---- multi-thread ---- */
 
 enum op_kind { OP_ADD, OP_CMPSTORE, OP_CMPSTORESTORE, OP_CMPCOPY, OP_GATED_ADD, OP_GATED_CMPCOPY, OP_KINDS };
@@ -220,7 +414,8 @@ int main(void)
 #ifdef RSEQKIT_NEGATIVE_CONTROL
 	tap_plan(modes);
 #else
-	tap_plan(modes * (25 + 3 * OP_KINDS));
+	tap_plan(modes * (25 + 3 * OP_KINDS) + 8);
+	bad_arguments();
 	for (int m = 0; m < modes; m++)
 		single_thread((enum rsk_index_mode)m, m ? "cid" : "cpu");
 #endif

@@ -28,6 +28,14 @@
  *	RSK_STOPPED  (rsk_gated_* only) *gate was not 0: nothing was stored;
  *	             the progress protocol owns that CPU's data right now,
  *	             take the slow path (see <rseqkit/progress.h>).
+ *	-EINVAL      a bad argument, checked before the section (nothing was
+ *	             stored; retrying cannot help): `mode` is not RSK_INDEX_CPU
+ *	             or RSK_INDEX_CID (rsk_index() returns -1 for it), the
+ *	             first pointer (`v`; `ptr` for derefadd) is NULL, or a
+ *	             copy's nwords exceeds RSK_CMPCOPYSTORE_MAX_WORDS.
+ *	             The other pointers (v2, dst, src, out, gate, and *ptr)
+ *	             are not checked: like memcpy's, they must point to valid
+ *	             memory, and NULL is undefined behaviour.
  *
  * Ordering: the relaxed operations order nothing beyond the commit store
  * itself.  The _release variants make the commit a store-release: a
@@ -39,6 +47,8 @@
 #ifndef RSEQKIT_OPS_H
 #define RSEQKIT_OPS_H
 
+#include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <rseqkit/thread.h>
 
@@ -53,6 +63,17 @@ enum rsk_result {
 	RSK_STOPPED = 2, /* gated operations only: the gate was closed */
 };
 
+/*
+ * The longest copy of rsk_cmpcopystore() and its family, in words: 65536
+ * (512 KiB on 64-bit targets, 256 KiB on 32-bit ones).  Longer copies are
+ * rejected with -EINVAL before the section starts.  The bound keeps the
+ * count valid for every arch's copy loop (a signed word index scaled by
+ * the word size, or an unsigned down-counter: see <rseqkit/arch.h>), so
+ * that a huge or "negative" (size_t)-1 count cannot write below or far
+ * beyond dst; and a copy that long would rarely commit anyway.
+ */
+#define RSK_CMPCOPYSTORE_MAX_WORDS ((size_t)1 << 16)
+
 /* Not API: the index field of a mode in the area (RSK_INDEX_CPU: cpu_id,
  * RSK_INDEX_CID: mm_cid), or 0 for an unknown mode. */
 #define RSK_OPS_FIELD_(mode)                                                   \
@@ -63,13 +84,20 @@ enum rsk_result {
  * constant at every call site, so this folds to one inlined asm section.
  * The compiler barriers make every operation order the thread's other
  * memory accesses around it, in program order, as the documentation of
- * each says (the arch layer's own sections need not). */
+ * each says (the arch layer's own sections need not).  The argument
+ * checks are outside the section: an unknown mode folds away where mode
+ * is a constant, and the NULL check of the first pointer is one compare. */
 #define RSK_OPS_AT_(op, mode, idx, ...)                                        \
 	do {                                                                   \
-		ptrdiff_t rsk_off_ = rsk_area_offset_();                       \
+		ptrdiff_t rsk_off_;                                            \
 		uint32_t rsk_field_ = RSK_OPS_FIELD_(mode);                    \
 		int rsk_ret_;                                                  \
-		if (__builtin_expect(rsk_off_ == 0 || rsk_field_ == 0, 0))     \
+		if (__builtin_expect(rsk_field_ == 0, 0))                      \
+			return -EINVAL; /* unknown mode */                     \
+		if (__builtin_expect(RSK_OPS_FIRST_(__VA_ARGS__, 0) == NULL, 0)) \
+			return -EINVAL;                                        \
+		rsk_off_ = rsk_area_offset_();                                 \
+		if (__builtin_expect(rsk_off_ == 0, 0))                        \
 			return RSK_ABORTED;                                    \
 		__asm__ __volatile__("" ::: "memory");                         \
 		RSK_TSAN_RELEASE(RSK_OPS_FIRST_(__VA_ARGS__, 0));               \
@@ -129,12 +157,15 @@ static inline int rsk_cmpstorestore_release(enum rsk_index_mode mode, int idx,
 
 /* rsk_cmpcopystore - if (*v == expect) { copy nwords words src -> dst;
  * *v = newv; }.  The copy is speculative (see rsk_cmpstorestore) and
- * word-sized: dst and src must be intptr_t-aligned. */
+ * word-sized: dst and src must be intptr_t-aligned.  nwords may be 0; above
+ * RSK_CMPCOPYSTORE_MAX_WORDS it is -EINVAL, nothing copied or stored. */
 static inline int rsk_cmpcopystore(enum rsk_index_mode mode, int idx,
 				   intptr_t *v, intptr_t expect, intptr_t *dst,
 				   const intptr_t *src, size_t nwords,
 				   intptr_t newv)
 {
+	if (__builtin_expect(nwords > RSK_CMPCOPYSTORE_MAX_WORDS, 0))
+		return -EINVAL;
 	RSK_OP_DISPATCH(cmpcopystore, mode, idx, v, expect, dst, src,
 			(intptr_t)nwords, newv);
 }
@@ -145,6 +176,8 @@ static inline int rsk_cmpcopystore_release(enum rsk_index_mode mode, int idx,
 					   intptr_t *dst, const intptr_t *src,
 					   size_t nwords, intptr_t newv)
 {
+	if (__builtin_expect(nwords > RSK_CMPCOPYSTORE_MAX_WORDS, 0))
+		return -EINVAL;
 	RSK_OP_DISPATCH(cmpcopystore_release, mode, idx, v, expect, dst, src,
 			(intptr_t)nwords, newv);
 }
@@ -239,6 +272,8 @@ static inline int rsk_gated_cmpcopystore(enum rsk_index_mode mode, int idx,
 					 const intptr_t *src, size_t nwords,
 					 intptr_t newv)
 {
+	if (__builtin_expect(nwords > RSK_CMPCOPYSTORE_MAX_WORDS, 0))
+		return -EINVAL;
 	RSK_GATED_OP(cmpcopystore, mode, idx, gate, v, expect, dst, src,
 		     (intptr_t)nwords, newv);
 }
@@ -252,6 +287,8 @@ static inline int rsk_gated_cmpcopystore_release(enum rsk_index_mode mode,
 						 const intptr_t *src,
 						 size_t nwords, intptr_t newv)
 {
+	if (__builtin_expect(nwords > RSK_CMPCOPYSTORE_MAX_WORDS, 0))
+		return -EINVAL;
 	RSK_GATED_OP(cmpcopystore_release, mode, idx, gate, v, expect, dst, src,
 		     (intptr_t)nwords, newv);
 }

@@ -238,7 +238,10 @@ bool rsk_node_id_available(void);
  * rsk_index - the index a critical section of the given mode must use now
  * (cpu_id or mm_cid), or -1 if the calling thread cannot run critical
  * sections (rseq unavailable, thread unregistered, or mm_cid asked for on a
- * kernel without it): take a slow path then.
+ * kernel without it): take a slow path then.  A mode other than
+ * RSK_INDEX_CPU and RSK_INDEX_CID is -1 too (rsk_index_slow() says so, and
+ * the primitives of <rseqkit/ops.h> reject it with -EINVAL), so that a
+ * retry loop with a bad mode ends on its slow path.
  */
 static inline int rsk_index(enum rsk_index_mode mode)
 {
