@@ -52,6 +52,7 @@ struct retired {
 
 struct pool_impl {
 	struct rsk_mempool pub;
+	uint32_t magic;	       /* RSK_MEMPOOL_MAGIC while alive, then RSK_PERCPU_MAGIC_DEAD */
 	pthread_mutex_t lock;
 	unsigned flags;
 	size_t align, slot, hdr, per_range, words; /* words: bitmap words per range */
@@ -71,6 +72,19 @@ struct pool_impl {
 static struct pool_impl *impl_of(struct rsk_mempool *p)
 {
 	return (struct pool_impl *)p;
+}
+
+#define RSK_MEMPOOL_MAGIC 0x72736d70u /* "rsmp" */
+
+/* Is p a live pool?  Destroy and every out-of-line entry check it, so a
+ * second destroy, or a use after destroy that reaches the library, is
+ * -EINVAL while the freed memory is not reused (the inline fast path of
+ * rsk_pcounter_add() cannot tell). */
+static int pool_alive(const struct rsk_mempool *p)
+{
+	return p != NULL &&
+	       __atomic_load_n(&((const struct pool_impl *)(const void *)p)->magic, __ATOMIC_RELAXED) ==
+		       RSK_MEMPOOL_MAGIC;
 }
 
 __attribute__((format(printf, 2, 3))) static void report(struct pool_impl *pi, const char *fmt, ...)
@@ -419,6 +433,7 @@ RSK_EXPORT int rsk_mempool_create(struct rsk_mempool **out, const struct rsk_mem
 		memcpy(pi->tmpl, cfg->init_template, cfg->size);
 	}
 	pthread_mutex_init(&pi->lock, NULL);
+	pi->magic = RSK_MEMPOOL_MAGIC;
 	numa_setup(pi);
 	/* The first range now: its strides' first words are the pool's gates,
 	 * valid as long as the pool is. */
@@ -436,9 +451,10 @@ RSK_EXPORT int rsk_mempool_destroy(struct rsk_mempool *p)
 	struct pool_impl *pi;
 	size_t leaks = 0;
 
-	if (p == NULL)
-		return -EINVAL;
+	if (!pool_alive(p))
+		return -EINVAL; /* NULL, destroyed already, or not a pool */
 	pi = impl_of(p);
+	__atomic_store_n(&pi->magic, RSK_PERCPU_MAGIC_DEAD, __ATOMIC_RELAXED);
 	if ((pi->flags & RSK_MEMPOOL_ROBUST) && pi->live) {
 		for (size_t i = 0; i < pi->nranges; i++) {
 			struct range *r = pi->ranges[i];
@@ -474,7 +490,7 @@ static void *alloc_common(struct rsk_mempool *p, int zero)
 	int dirty = 0, err = 0;
 	char *obj;
 
-	if (p == NULL) {
+	if (!pool_alive(p)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -534,7 +550,7 @@ RSK_EXPORT int rsk_mempool_free(struct rsk_mempool *p, void *obj)
 	size_t s = 0;
 	int err;
 
-	if (p == NULL || obj == NULL)
+	if (!pool_alive(p) || obj == NULL)
 		return -EINVAL;
 	pi = impl_of(p);
 	pthread_mutex_lock(&pi->lock);
@@ -572,7 +588,7 @@ static int check_live(struct pool_impl *pi, const void *ptr)
 RSK_EXPORT int rsk_mempool_for_each(struct rsk_mempool *p, const void *ptr,
 				    int (*fn)(void *copy, int idx, void *arg), void *arg)
 {
-	if (p == NULL || ptr == NULL || fn == NULL || check_live(impl_of(p), ptr) != 0)
+	if (!pool_alive(p) || ptr == NULL || fn == NULL || check_live(impl_of(p), ptr) != 0)
 		return -EINVAL;
 	for (int i = 0; i < p->nr; i++) {
 		int ret = fn(rsk_percpu_ptr((char *)ptr, i), i, arg);
@@ -616,7 +632,7 @@ RSK_EXPORT int rsk_mempool_stats(struct rsk_mempool *p, struct rsk_mempool_stats
 	struct pool_impl *pi;
 	int pm;
 
-	if (p == NULL || st == NULL)
+	if (!pool_alive(p) || st == NULL)
 		return -EINVAL;
 	pi = impl_of(p);
 	memset(st, 0, sizeof(*st));
@@ -668,7 +684,7 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 	unsigned aborts = 0;
 	int idx;
 
-	if (p == NULL || ctr == NULL)
+	if (!pool_alive(p) || ctr == NULL)
 		return -EINVAL;
 	while (ret == RSK_ABORTED) {
 #if RSK_INJECTING
@@ -699,7 +715,7 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 
 static int counter_ok(struct rsk_mempool *p, const intptr_t *ctr)
 {
-	return p != NULL && ctr != NULL && ((uintptr_t)ctr % sizeof(intptr_t)) == 0 &&
+	return pool_alive(p) && ctr != NULL && ((uintptr_t)ctr % sizeof(intptr_t)) == 0 &&
 	       check_live(impl_of(p), ctr) == 0;
 }
 

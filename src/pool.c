@@ -89,6 +89,16 @@ static struct pool_impl *impl(struct rsk_pool *p)
 	return (struct pool_impl *)p;
 }
 
+/* Is p a live pool?  Its magic word is RSK_PERCPU_MAGIC from create to
+ * destroy, RSK_PERCPU_MAGIC_DEAD after: destroy and every slow path check
+ * it, so a second destroy, or a use after destroy that reaches a slow
+ * path, is -EINVAL while the freed memory is not reused (the inline fast
+ * paths cannot tell). */
+static int pool_alive(const struct rsk_pool *p)
+{
+	return p != NULL && __atomic_load_n(&p->magic_, __ATOMIC_RELAXED) == RSK_PERCPU_MAGIC;
+}
+
 static size_t align_up(size_t v, size_t a)
 {
 	return (v + a - 1) & ~(a - 1);
@@ -488,8 +498,9 @@ RSK_EXPORT int rsk_pool_destroy(struct rsk_pool *p)
 	struct pool_impl *pi = impl(p);
 	struct slab *s;
 
-	if (p == NULL)
-		return -EINVAL;
+	if (!pool_alive(p))
+		return -EINVAL; /* NULL, destroyed already, or not a pool */
+	__atomic_store_n(&p->magic_, RSK_PERCPU_MAGIC_DEAD, __ATOMIC_RELAXED);
 	while ((s = pi->slabs) != NULL) {
 		slab_unlink(pi, s);
 		slab_unmap(pi, s);
@@ -706,6 +717,10 @@ RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
 	intptr_t fast, obj;
 	int idx, err;
 
+	if (!pool_alive(p)) {
+		errno = EINVAL; /* used after rsk_pool_destroy() */
+		return NULL;
+	}
 	while (rsk_percpu_again(ret, &aborts)) {
 		ret = rsk_pool_try_alloc_(p, &fast, rsk_area_offset_());
 		if (ret == RSK_OK)
@@ -763,6 +778,8 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 	struct rsk_pool_part *c;
 	int idx, err, mine, full;
 
+	if (!pool_alive(p))
+		return -EINVAL; /* used after rsk_pool_destroy() */
 	while (rsk_percpu_again(ret, &aborts)) {
 		ret = rsk_pool_try_free_(p, obj, rsk_area_offset_());
 		if (ret == RSK_OK)
@@ -811,7 +828,7 @@ RSK_EXPORT int rsk_pool_drain(struct rsk_pool *p, int cpu)
 	int ret = 0, first, last;
 	struct xfer x;
 
-	if (p == NULL || cpu < -1 || cpu >= p->nr)
+	if (!pool_alive(p) || cpu < -1 || cpu >= p->nr)
 		return -EINVAL;
 	if (rsk_lock_mine_(&pi->lock))
 		return -EDEADLK;
@@ -860,7 +877,7 @@ RSK_EXPORT int rsk_pool_trim(struct rsk_pool *p)
 	struct slab *s, *next, *gone = NULL;
 	int n = 0, err;
 
-	if (p == NULL)
+	if (!pool_alive(p))
 		return -EINVAL;
 	err = depot_lock(pi);
 	if (err != 0)
@@ -889,7 +906,7 @@ RSK_EXPORT int rsk_pool_stats(struct rsk_pool *p, struct rsk_pool_stats *st)
 	size_t total;
 	int err;
 
-	if (p == NULL || st == NULL)
+	if (!pool_alive(p) || st == NULL)
 		return -EINVAL;
 	memset(st, 0, sizeof(*st));
 	err = depot_lock(pi);
@@ -932,6 +949,8 @@ RSK_EXPORT void rsk_pool_debug_free_(struct rsk_pool *p, void *obj)
 	struct slab *s;
 	size_t off, i;
 
+	if (!pool_alive(p))
+		report(pi, "used after rsk_pool_destroy(): free of", obj, -1);
 	debug_lock(pi, obj);
 	for (s = pi->slabs; s != NULL; s = s->next)
 		if ((char *)obj >= (char *)s && (char *)obj < (char *)s + pi->slab_bytes)
@@ -955,10 +974,14 @@ RSK_EXPORT void rsk_pool_debug_free_(struct rsk_pool *p, void *obj)
 RSK_EXPORT void rsk_pool_debug_alloc_(struct rsk_pool *p, void *obj)
 {
 	struct pool_impl *pi = impl(p);
-	struct slab *s = slab_of(pi, obj);
-	size_t i = index_of(pi, s, obj);
+	struct slab *s;
+	size_t i;
 	long off;
 
+	if (!pool_alive(p))
+		report(pi, "used after rsk_pool_destroy(): allocation of", obj, -1);
+	s = slab_of(pi, obj);
+	i = index_of(pi, s, obj);
 	debug_lock(pi, obj);
 	if (s->magic != SLAB_MAGIC || s->pool != pi || s->state[i] != OBJ_FREE)
 		report(pi, "corrupted: handed out an allocated object", obj, -1);

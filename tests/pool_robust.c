@@ -3,6 +3,9 @@
  * The pool's robustness (pool.h):
  *   - max_bytes below one slab is rejected at create (-EINVAL), one slab
  *     is accepted and allocates;
+ *   - a second rsk_pool_destroy(), and the out-of-line entries (drain,
+ *     trim, stats, the slow paths) after destroy, are -EINVAL while the
+ *     freed memory is not reused (its magic word; before: a double free);
  *   - nothing slow under a part's gate: mmap(), munmap() and
  *     pthread_mutex_lock() - interposed by this program - never run while
  *     a gate of the pool is closed (grow, refill, flush, drain, trim, a
@@ -166,6 +169,54 @@ static void bound(void)
 		rsk_pool_free(p, o);
 		rsk_pool_destroy(p);
 	}
+}
+
+/* The checks read freed memory on purpose: not under a sanitizer. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
+/* Destroy twice, use after destroy: -EINVAL from everything that reaches
+ * the library out of line, while nothing allocates in between (so the
+ * pool's freed memory, and its dead magic word, are not reused). */
+static void destroyed(void)
+{
+#ifdef UNDER_ASAN
+	printf("ok %d # SKIP destroy twice: reads freed memory on purpose (AddressSanitizer)\n",
+	       ++tap_n);
+#else
+	struct rsk_pool_stats st;
+	struct rsk_pool *p;
+	void *o;
+	int err, r1, r2, r3, r4, r5, r6, e7;
+
+	current = "destroy twice";
+	p = make(RSK_INDEX_CPU, 64, 8, 0, 0, &err);
+	o = p != NULL ? rsk_pool_alloc(p) : NULL;
+	if (p == NULL || o == NULL) {
+		tap_ok(0, "destroy twice: a pool that allocates (%d)", err);
+		return;
+	}
+	rsk_pool_free(p, o);
+	r1 = rsk_pool_destroy(p);
+	r2 = rsk_pool_destroy(p);
+	r3 = rsk_pool_drain(p, -1);
+	r4 = rsk_pool_trim(p);
+	r5 = rsk_pool_stats(p, &st);
+	r6 = rsk_pool_free_slow_(p, o, RSK_STOPPED);
+	errno = 0;
+	o = rsk_pool_alloc_slow_(p, RSK_STOPPED);
+	e7 = errno;
+	tap_ok(r1 == 0 && r2 == -EINVAL && r3 == -EINVAL && r4 == -EINVAL && r5 == -EINVAL &&
+		       r6 == -EINVAL && o == NULL && e7 == EINVAL,
+	       "destroy 0, destroy again -EINVAL (%d %d); after destroy drain, trim, stats, the free "
+	       "and alloc slow paths: -EINVAL (%d %d %d %d, %p errno %d)",
+	       r1, r2, r3, r4, r5, r6, o, e7);
+#endif
 }
 
 /* ---- 2. nothing slow under a gate ---- */
@@ -410,6 +461,7 @@ int main(int argc, char **argv)
 		return signals_child();
 	sigaction(SIGALRM, &sa, NULL);
 	bound();
+	destroyed();
 	no_slow_work_under_gate(RSK_INDEX_CPU, 0, "cpu");
 	no_slow_work_under_gate(RSK_INDEX_CID, 0, "cid");
 	no_slow_work_under_gate(RSK_INDEX_CPU, RSK_POOL_DEBUG, "cpu debug");

@@ -194,9 +194,13 @@ int rsk_mempool_create(struct rsk_mempool **out, const struct rsk_mempool_config
 /*
  * rsk_mempool_destroy - unmap every range (munmap: all the memory goes back
  * to the system) and free the pool, objects still live included.
- * Returns 0, -EINVAL (p NULL), or in a robust pool -EBUSY when objects
- * were still live (each reported on stderr; the pool is destroyed all the
- * same).  No other call on p may run or follow.
+ * Returns 0, -EINVAL (p NULL, or destroyed already: the pool's magic word
+ * says so while the freed memory is not reused), or in a robust pool
+ * -EBUSY when objects were still live (each reported on stderr; the pool
+ * is destroyed all the same).  No other call on p may run or follow: the
+ * out-of-line functions check the magic word and return -EINVAL (alloc:
+ * NULL, errno EINVAL), but the inline rsk_pcounter_add() and
+ * rsk_mempool_gate() cannot.
  */
 int rsk_mempool_destroy(struct rsk_mempool *p);
 

@@ -122,7 +122,12 @@ int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_config *cfg);
 
 /*
  * rsk_pool_destroy - unmap every slab and free the pool, objects still
- * allocated included (they become invalid).  Returns 0, -EINVAL (NULL).
+ * allocated included (they become invalid).  Returns 0, -EINVAL (NULL, or
+ * destroyed already: the pool's magic word says so while the freed memory
+ * is not reused).  The out-of-line functions (drain, trim, stats, the slow
+ * paths) check the same word after destroy: -EINVAL (alloc: NULL, errno
+ * EINVAL); the inline fast paths cannot, so a use after destroy is still
+ * undefined behaviour.
  */
 int rsk_pool_destroy(struct rsk_pool *p);
 
