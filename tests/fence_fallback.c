@@ -11,6 +11,11 @@
  *             rsk_counter_exchange() on that part fail with -ENXIO (the
  *             documented errno; before: -EINVAL for one CPU, and 0 - CPU 1
  *             silently skipped - for all); the caller's own CPU is fenced;
+ *             rsk_counter_reset() resets every other part and returns
+ *             -ENXIO;
+ *   blocked0  the same with CPUs 0 and 1 swapped: rsk_counter_reset() goes
+ *             on past part 0, whose fence fails, to reset part 1 and the
+ *             others, and returns -ENXIO;
  *   nobody    no thread of ours may run on CPU 1: fenced, 0;
  *   offline   CPU 1 offline (a bind mount over
  *             /sys/devices/system/cpu/online in a mount namespace: root):
@@ -80,8 +85,7 @@ static volatile int stop;
 
 static void *on_cpu1(void *arg)
 {
-	(void)arg;
-	pin(1);
+	pin((int)(intptr_t)arg);
 	while (!stop)
 		usleep(1000);
 	return NULL;
@@ -107,9 +111,32 @@ static int fake_offline(void)
 	return 0;
 }
 
-enum { MIGRATE, BLOCKED, NOBODY, OFFLINE };
-static const char *const names[] = { "migrate", "blocked", "nobody", "offline" };
-static const int points[] = { 2, 5, 1, 3 };
+enum { MIGRATE, BLOCKED, BLOCKED0, NOBODY, OFFLINE };
+static const char *const names[] = { "migrate", "blocked", "blocked0", "nobody", "offline" };
+static const int points[] = { 2, 6, 1, 1, 3 };
+
+/* rsk_counter_reset() with part `bad`'s fence failing: every other part
+ * reset, part `bad` kept, -ENXIO. */
+static void reset_past(struct rsk_counter *c, int bad, const char *n)
+{
+	int r, left = 0, wrong = 0;
+
+	for (int i = 0; i < c->nr; i++)
+		__atomic_store_n(&c->part[i].count, 10 + i, __ATOMIC_RELAXED);
+	r = rsk_counter_reset(c);
+	for (int i = 0; i < c->nr; i++) {
+		intptr_t v = -1;
+		rsk_counter_read(c, i, &v);
+		if (i == bad)
+			left = v == 10 + i;
+		else
+			wrong += v != 0;
+	}
+	tap_ok(r == -ENXIO && left && wrong == 0,
+	       "%s: rsk_counter_reset() with part %d's fence failing resets the %d other part(s), "
+	       "keeps part %d and returns -ENXIO (%d; part %d %s, %d other(s) not reset)",
+	       n, bad, c->nr - 1, bad, r, bad, left ? "kept" : "changed", wrong);
+}
 
 static int child(int which)
 {
@@ -121,16 +148,16 @@ static int child(int which)
 	int r, r2;
 
 	rsk_counter_create(&c, RSK_INDEX_CPU);
-	if (which == BLOCKED)
-		pthread_create(&t, NULL, on_cpu1, NULL);
-	pin(0);
+	if (which == BLOCKED || which == BLOCKED0)
+		pthread_create(&t, NULL, on_cpu1, (void *)(intptr_t)(which == BLOCKED ? 1 : 0));
+	pin(which == BLOCKED0 ? 1 : 0);
 	if (which == OFFLINE && fake_offline() != 0) {
 		for (int i = 0; i < points[which]; i++)
 			printf("ok %d # SKIP %s: no mount namespace (needs root)\n", ++tap_n, n);
 		return 0;
 	}
-	if (which == BLOCKED)
-		usleep(20000); /* it is on CPU 1 now */
+	if (which == BLOCKED || which == BLOCKED0)
+		usleep(20000); /* it is on its CPU now */
 	if (install_filter(which != MIGRATE) != 0) {
 		for (int i = 0; i < points[which]; i++)
 			printf("ok %d # SKIP %s: seccomp filter refused\n", ++tap_n, n);
@@ -160,10 +187,16 @@ static int child(int which)
 		r = rsk_counter_exchange(c, 1, 0, &old);
 		tap_ok(r == -ENXIO, "%s: rsk_counter_exchange() on part 1: -ENXIO, as documented (%d)",
 		       n, r);
+		reset_past(c, 1, n);
 		stop = 1;
 		pthread_join(t, NULL);
 		break;
 	}
+	case BLOCKED0:
+		reset_past(c, 0, n);
+		stop = 1;
+		pthread_join(t, NULL);
+		break;
 	case NOBODY:
 		r = rsk_fence_cpu(1);
 		tap_ok(r == 0, "%s: no thread of ours may run on CPU 1: fenced (%d)", n, r);
