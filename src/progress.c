@@ -25,7 +25,10 @@
  * so either its count is visible to the handler or it sees CTL_FORKING -
  * the asymmetric Dekker of liburcu), then waits until no other thread
  * counts a hold.  A thread that sees CTL_FORKING before taking its first
- * gate waits for the fork to finish.  Without membarrier at start-up,
+ * gate waits for the fork to finish - except the forking thread itself (a
+ * signal handler that interrupted the prepare handler's wait), which goes
+ * on: the fork waits for the other threads' holds only, and the handler's
+ * end before the fork goes on.  Without membarrier at start-up,
  * CTL_SYM makes every close pay a full fence instead.  In the child the
  * other threads' slots are freed and the forking thread's own gates are
  * rewritten with its new id.
@@ -488,6 +491,7 @@ enum { CTL_READY = 1, CTL_FORKING = 2, CTL_SYM = 4, CTL_INIT = 8 };
 static int gate_ctl;
 static unsigned gate_warn_ms;		/* RSEQKIT_GATE_WARN_MS, 0: off */
 static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
+static int32_t fork_tid;		/* the forking thread, while CTL_FORKING */
 #define FORK_WAIT_MS 2000		/* the longest the fork handler waits */
 static void fork_prepare(void);
 static void fork_parent(void);
@@ -553,6 +557,12 @@ static __attribute__((noinline)) int ctl_slow(struct gate_slot *s, int n, int ct
 	}
 	/* Holding another gate already: go on, the fork handler waits. */
 	if (!(ctl & CTL_FORKING) || n > 0 || s == &shared_slot)
+		return 0;
+	/* The forking thread: a signal handler interrupted fork()'s prepare
+	 * handler, which waits for the other threads' holds, not this one's,
+	 * and cannot go on before the handler returns.  Waiting here for the
+	 * fork to finish would wait for itself. */
+	if (__atomic_load_n(&fork_tid, __ATOMIC_RELAXED) == gself.tid)
 		return 0;
 	slot_leave_to(s, n);
 	int saved = errno;
@@ -1044,10 +1054,15 @@ static void fork_prepare(void)
 	rsk_init_once(); /* a concurrent first call finishes (the init lock) */
 	if (!(__atomic_load_n(&gate_ctl, __ATOMIC_ACQUIRE) & CTL_READY))
 		gate_init();
+	/* This thread's id and slot now, so that a signal handler that runs
+	 * here is known as the forking thread (see ctl_slow()); the compiler
+	 * barrier orders the store before CTL_FORKING for that handler. */
+	mine = self()->slot;
+	__atomic_store_n(&fork_tid, gself.tid, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	__atomic_or_fetch(&gate_ctl, CTL_FORKING, __ATOMIC_SEQ_CST);
 	fork_barrier();
 	/* Wait until no other thread holds (or is taking) a gate or lock. */
-	mine = gself.tid != 0 ? gself.slot : NULL;
 	pid = getpid();
 	t0 = now_ns();
 	for (struct slot_chunk *c = __atomic_load_n(&slot_chunks, __ATOMIC_ACQUIRE); c != NULL;
@@ -1089,6 +1104,7 @@ static void fork_prepare(void)
 static void fork_parent(void)
 {
 	__atomic_and_fetch(&gate_ctl, ~CTL_FORKING, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&fork_tid, 0, __ATOMIC_RELAXED);
 	sys_futex(&gate_ctl, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
 	pthread_mutex_unlock(&fork_lock);
 }
@@ -1119,5 +1135,6 @@ static void fork_child(void)
 		}
 	}
 	__atomic_and_fetch(&gate_ctl, ~CTL_FORKING, __ATOMIC_SEQ_CST);
+	fork_tid = 0;
 	pthread_mutex_init(&fork_lock, NULL);
 }

@@ -11,6 +11,12 @@
  * failure.  Twice: with rseq (the *_cpu operations close gates), and
  * re-executed with RSEQKIT_DISABLE=1 (every operation on a slow path).
  *
+ * Before the workers start, each run also checks that a signal handler on
+ * the forking thread can use the structures while fork() waits (its
+ * prepare handler waiting for another thread's gate): the handler's gate
+ * closes and the pool's holds must not wait for the fork to finish, which
+ * only that thread can finish (before: a deadlock, caught by an alarm).
+ *
  * The spinlock's lock words are the user's locks (like a pthread mutex, a
  * lock held by another thread at the fork stays held in the child): the
  * child clears them first, as an atfork child handler of its user would.
@@ -181,6 +187,103 @@ static int child(void)
 	_exit(bad > 100 ? 100 : bad);
 }
 
+/* ---- a signal handler on the forking thread while fork() waits ---- */
+
+static intptr_t held_gate;
+static int holding, in_fork;
+static pthread_t forker;
+static volatile sig_atomic_t handler_ran, handler_saw_fork;
+static int handler_bad;
+
+static void fork_prepare_hook(void)
+{
+	__atomic_store_n(&in_fork, 1, __ATOMIC_SEQ_CST);
+}
+
+static void fork_after_hook(void)
+{
+	__atomic_store_n(&in_fork, 0, __ATOMIC_SEQ_CST);
+}
+
+static void on_usr1(int sig)
+{
+	intptr_t old;
+	void *p;
+
+	(void)sig;
+	handler_saw_fork = __atomic_load_n(&in_fork, __ATOMIC_SEQ_CST);
+	handler_bad += rsk_counter_add(counter, 1) < 0;
+	handler_bad += rsk_counter_exchange(counter, 0, 0, &old) != 0;
+	p = rsk_pool_alloc(pool);
+	handler_bad += p == NULL || rsk_pool_free(pool, p) != 0;
+	handler_ran = 1;
+}
+
+/* Holds a gate across the fork, and signals the forking thread while
+ * rseqkit's prepare handler waits for it. */
+static void *gate_holder(void *arg)
+{
+	struct timespec ms = { 0, 1000000 };
+
+	(void)arg;
+	if (rsk_gate_close(&held_gate, RSK_INDEX_CPU, 0) != 0)
+		return (void *)1;
+	__atomic_store_n(&holding, 1, __ATOMIC_SEQ_CST);
+	while (!__atomic_load_n(&in_fork, __ATOMIC_SEQ_CST))
+		nanosleep(&ms, NULL);
+	/* The forking thread is past the test's prepare hook (registered
+	 * after rseqkit's, so run before it): in rseqkit's within 100 ms,
+	 * which waits for this gate for up to 2 s. */
+	usleep(100000);
+	pthread_kill(forker, SIGUSR1);
+	usleep(200000);
+	rsk_gate_open(&held_gate);
+	return NULL;
+}
+
+static void signal_during_fork(const char *mode)
+{
+	int status = 0;
+	pid_t tester;
+
+	fflush(stdout);
+	tester = fork(); /* a process of its own: a hang is its alarm */
+	if (tester == 0) {
+		struct sigaction sa = { .sa_handler = on_usr1 };
+		pthread_t t;
+		void *r = NULL;
+		pid_t pid;
+
+		alarm(10);
+		sigaction(SIGUSR1, &sa, NULL);
+		pthread_atfork(fork_prepare_hook, fork_after_hook, fork_after_hook);
+		forker = pthread_self();
+		pthread_create(&t, NULL, gate_holder, NULL);
+		while (!__atomic_load_n(&holding, __ATOMIC_SEQ_CST))
+			usleep(1000);
+		pid = fork();
+		if (pid == 0)
+			_exit(0);
+		waitpid(pid, NULL, 0);
+		pthread_join(t, &r);
+		if (!handler_ran || !handler_saw_fork || handler_bad != 0 || r != NULL)
+			printf("# handler ran %d, during fork() %d, %d unexpected results, holder %s\n",
+			       (int)handler_ran, (int)handler_saw_fork, handler_bad,
+			       r == NULL ? "ok" : "failed");
+		fflush(stdout);
+		_exit(handler_ran && handler_saw_fork && handler_bad == 0 && r == NULL ? 0 : 1);
+	}
+	waitpid(tester, &status, 0);
+	tap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "%s: a handler on the forking thread uses the counter and the pool while fork() "
+	       "waits for another thread's gate: no deadlock (%s %d)",
+	       mode,
+	       WIFSIGNALED(status) ? (WTERMSIG(status) == SIGALRM ? "hung: killed by the alarm"
+								  : "killed by signal")
+				   : "exit status",
+	       WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
 static double now(void)
 {
 	struct timespec t;
@@ -207,6 +310,7 @@ static int run(const char *mode)
 		tap_ok(0, "%s: structures created", mode);
 		return 1;
 	}
+	signal_during_fork(mode);
 	for (int i = 0; i < WORKERS; i++)
 		pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
 	for (forks = 0; forks < FORKS && hung + failed < MAX_FAILURES; forks++) {
@@ -254,11 +358,11 @@ int main(int argc, char **argv)
 		pace_us = atoi(getenv("PACE_US"));
 	if (argc > 1 && strcmp(argv[1], "--slow") == 0) {
 		slow_only = 1;
-		tap_n = 2; /* points 3 and 4 of the parent's plan */
+		tap_n = 3; /* points 4 to 6 of the parent's plan */
 		run("RSEQKIT_DISABLE=1");
 		return tap_done();
 	}
-	tap_plan(4);
+	tap_plan(6);
 	run("rseq");
 	fflush(stdout);
 	/* Again with every operation on a slow path, in a fresh process. */
@@ -270,7 +374,7 @@ int main(int argc, char **argv)
 	}
 	int status = 0;
 	waitpid(pid, &status, 0);
-	tap_n += 2;
+	tap_n += 3;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		tap_failed++;
 	return tap_done();
