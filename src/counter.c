@@ -3,6 +3,8 @@
 #include <errno.h>
 #include "internal.h"
 
+RSK_PERCPU_GUARDED_(struct rsk_counter);
+
 static size_t counter_size(int nr)
 {
 	return sizeof(struct rsk_counter) + (size_t)nr * sizeof(struct rsk_counter_part);

@@ -32,25 +32,38 @@ void rsk_percpu_init_head(struct rsk_percpu_head *h)
 	h->fast_nr_ = rsk_fast.area_offset != 0 ? (uint32_t)h->nr : 0;
 }
 
+/*
+ * Guard parts (<rseqkit/percpu.h>, "Guard parts"): part[-2] is these 128
+ * bytes before the structure, all ones: a closed gate wherever a part
+ * keeps it.  part[-1] is the structure's head, whose gate word is
+ * index_offset_ (never 0) and fast_nr_ (RSK_PERCPU_GUARDED_ checks that
+ * the structure's gate lies there).
+ */
+#define RSK_PERCPU_GUARD RSK_PERCPU_ALIGN
+
 void *rsk_percpu_create(size_t size, enum rsk_index_mode mode)
 {
 	struct rsk_percpu_head *h;
-	int mapped = size >= RSK_PERCPU_MMAP_MIN;
+	size_t total = RSK_PERCPU_GUARD + size;
+	int mapped = total >= RSK_PERCPU_MMAP_MIN;
+	unsigned char *base;
 
 	if (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID)
 		return NULL;
 	if (mapped) {
-		void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 			       -1, 0);
-		h = m == MAP_FAILED ? NULL : m;
+		base = m == MAP_FAILED ? NULL : m;
 	} else {
-		h = aligned_alloc(RSK_PERCPU_ALIGN,
-				  (size + RSK_PERCPU_ALIGN - 1) & ~(size_t)(RSK_PERCPU_ALIGN - 1));
-		if (h != NULL)
-			memset(h, 0, size);
+		base = aligned_alloc(RSK_PERCPU_ALIGN,
+				     (total + RSK_PERCPU_ALIGN - 1) & ~(size_t)(RSK_PERCPU_ALIGN - 1));
+		if (base != NULL)
+			memset(base, 0, total);
 	}
-	if (h == NULL)
+	if (base == NULL)
 		return NULL;
+	memset(base, 0xff, RSK_PERCPU_GUARD);
+	h = (struct rsk_percpu_head *)(void *)(base + RSK_PERCPU_GUARD);
 	h->mode = rsk_percpu_effective_mode(mode);
 	h->nr = rsk_possible_cpus();
 	rsk_percpu_init_head(h);
@@ -61,6 +74,7 @@ void *rsk_percpu_create(size_t size, enum rsk_index_mode mode)
 int rsk_percpu_destroy(void *s, size_t size)
 {
 	struct rsk_percpu_head *h = s;
+	unsigned char *base = (unsigned char *)s - RSK_PERCPU_GUARD;
 	uint32_t magic;
 
 	if (h == NULL)
@@ -70,9 +84,9 @@ int rsk_percpu_destroy(void *s, size_t size)
 		return -EINVAL; /* destroyed already, or not a structure */
 	h->magic_ = RSK_PERCPU_MAGIC_DEAD;
 	if (magic == RSK_PERCPU_MAGIC_MAPPED)
-		munmap(h, size);
+		munmap(base, RSK_PERCPU_GUARD + size);
 	else
-		free(h);
+		free(base);
 	return 0;
 }
 
@@ -135,6 +149,19 @@ static int close_some_gate(void *s, const struct rsk_percpu_head *h,
 	return -EDEADLK;
 }
 
+/* After RSK_TRY_STOPPED: whether the section met a guard part (it read
+ * -1 or -2, the index of a thread that is not registered) rather than a
+ * closed gate. */
+static int stopped_by_guard(const struct rsk_percpu_head *h)
+{
+	const struct rsk_abi_area *area = rsk_area();
+
+	return area != NULL &&
+	       __atomic_load_n((const uint32_t *)(const void *)((const char *)area +
+								 h->index_offset_),
+			       __ATOMIC_RELAXED) >= (uint32_t)h->nr;
+}
+
 static int final_error(enum rsk_try r)
 {
 	return r == RSK_TRY_EMPTY ? -ENOENT : r == RSK_TRY_FULL ? -ENOSPC : -EINVAL;
@@ -153,6 +180,8 @@ int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg, enum rs
 		for (;;) {
 			if (r == RSK_TRY_EMPTY || r == RSK_TRY_FULL)
 				return final_error(r);
+			if (r == RSK_TRY_STOPPED && stopped_by_guard(h))
+				r = RSK_TRY_NO_INDEX;
 			if (r == RSK_TRY_STOPPED)
 				break;
 			if (r == RSK_TRY_ABORTED && rsk_percpu_give_up(&aborts))

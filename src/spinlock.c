@@ -6,6 +6,8 @@
 #include <string.h>
 #include "internal.h"
 
+RSK_PERCPU_GUARDED_(struct rsk_spinlock);
+
 static size_t spinlock_size(int nr)
 {
 	return sizeof(struct rsk_spinlock) + (size_t)nr * sizeof(struct rsk_spinlock_part);

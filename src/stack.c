@@ -3,6 +3,8 @@
 #include <errno.h>
 #include "internal.h"
 
+RSK_PERCPU_GUARDED_(struct rsk_stack);
+
 static size_t stack_size(int nr)
 {
 	return sizeof(struct rsk_stack) + (size_t)nr * sizeof(struct rsk_stack_part);

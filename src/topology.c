@@ -40,6 +40,27 @@ static int cpulist_bound(const char *s)
 	return bound;
 }
 
+/* The bits of the kernel's CPU masks (nr_cpu_ids rounded up to a whole
+ * long, or NR_CPUS on old kernels), an upper bound of every CPU number:
+ * sched_getaffinity(2) refuses a buffer smaller than that and returns the
+ * bytes it filled.  0 if it cannot tell.  Called once, under the
+ * initialisation lock (a static buffer: no allocation on a path a signal
+ * handler's first call can take). */
+static int affinity_mask_bits(void)
+{
+	static unsigned long mask[((size_t)1 << 17) / sizeof(unsigned long)];
+
+	for (size_t size = 128; size <= sizeof(mask); size *= 2) {
+		long got = syscall(SYS_sched_getaffinity, 0, size, mask);
+
+		if (got > 0)
+			return (int)got * 8;
+		if (errno != EINVAL)
+			return 0;
+	}
+	return 0;
+}
+
 int rsk_read_possible_cpus(void)
 {
 	char buf[4096];
@@ -56,10 +77,16 @@ int rsk_read_possible_cpus(void)
 		bound = cpulist_bound(buf);
 	}
 	if (bound <= 0) {
-		/* No sysfs (chroot, sandbox): the configured count is the best
-		 * left; indices are still bound-checked where they are used. */
+		/* No sysfs (chroot, sandbox).  The structures' sections index
+		 * their parts unchecked (percpu.h, "Guard parts"), so the count
+		 * must not be below any CPU number the kernel can give: the
+		 * kernel's own mask size bounds them (the configured count
+		 * alone can undercount). */
 		long conf = sysconf(_SC_NPROCESSORS_CONF);
+		int mask = affinity_mask_bits();
 		bound = conf > 0 ? (int)conf : 1;
+		if (mask > bound)
+			bound = mask;
 	}
 	return bound;
 }

@@ -434,6 +434,34 @@ static int cpus_of(int *cpus, int max)
 
 static void accounting_checks(void);
 
+/*
+ * Whether a read of an untouched private anonymous page maps the shared
+ * zero page here (present, not exclusively mapped).  Some kernels give it
+ * a private zeroed page of its own instead (seen on a 6.18 VM): reading a
+ * copy then commits memory, and the checks that say "reading commits
+ * nothing" cannot hold.
+ */
+static int reads_map_zero_page(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	int pm = open("/proc/self/pagemap", O_RDONLY), zero = 0;
+	uint64_t ent = 0;
+
+	if (m != MAP_FAILED && pm >= 0) {
+		(void)*(volatile char *)m;
+		if (pread(pm, &ent, 8, (off_t)((uintptr_t)m / (uintptr_t)pg * 8)) == 8)
+			zero = (ent >> 63 & 1) && !(ent >> 56 & 1);
+	}
+	if (pm >= 0)
+		close(pm);
+	if (m != MAP_FAILED)
+		munmap(m, (size_t)pg);
+	return zero;
+}
+static int zero_page_reads;
+
 static void accounting(void)
 {
 	int pm = open("/proc/self/pagemap", O_RDONLY);
@@ -446,8 +474,18 @@ static void accounting(void)
 		return;
 	}
 	close(pm);
+	zero_page_reads = reads_map_zero_page();
+	if (!zero_page_reads)
+		tap_diag("this kernel maps a private page on a read fault, not the zero page: "
+			 "the checks that reading commits nothing are skipped");
 	accounting_checks();
 }
+
+/* tap_ok(cond, ...) for a check that holds only where reads map the zero
+ * page; a SKIP (of this kernel, not a missing package) elsewhere. */
+#define ZERO_PAGE_OK(cond, ...)                                                \
+	(zero_page_reads ? tap_ok((cond), __VA_ARGS__)                         \
+			 : tap_ok(1, "# SKIP reads do not map the zero page on this kernel"))
 
 static void accounting_checks(void)
 {
@@ -462,12 +500,13 @@ static void accounting_checks(void)
 	*rsk_percpu_ptr(c, 0) = 1;
 	tap_ok(committed(p) == (size_t)page, "one copy written: one page committed (%zu)", committed(p));
 	rsk_pcounter_sum(p, c, &s);
-	tap_ok(s == 1 && committed(p) == (size_t)page,
-	       "a sum reads every copy: still one page (zero pages are not committed)");
+	ZERO_PAGE_OK(s == 1 && committed(p) == (size_t)page,
+		     "a sum reads every copy: still one page (zero pages are not committed)");
+	size_t before = committed(p);
 	rsk_mempool_free(p, c);
 	c = rsk_mempool_zalloc(p);
-	tap_ok(*rsk_percpu_ptr(c, 0) == 0 && committed(p) == (size_t)page,
-	       "reused slot re-zeroed in the written copy only: still one page");
+	tap_ok(*rsk_percpu_ptr(c, 0) == 0 && committed(p) == before,
+	       "reused slot re-zeroed in the written copy only: nothing more committed (%zu)", before);
 	rsk_mempool_destroy(p);
 
 	/* 10,000 counters, added to from each CPU we may run on. */
@@ -525,9 +564,11 @@ static void accounting_checks(void)
 					res[2] |= 1l << idx;
 			}
 		}
+		/* Before the sum, whose reads may commit pages where the
+		 * kernel maps no zero page for them. */
+		res[1] = (long)committed(p);
 		rsk_pcounter_sum(p, c, &s);
 		res[0] = (long)s;
-		res[1] = (long)committed(p);
 		res[3] = p->mode;
 		if (write(pfd[1], res, sizeof(res)) != (ssize_t)sizeof(res))
 			_exit(1);

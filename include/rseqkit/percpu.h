@@ -49,6 +49,20 @@
  * starts so and is reset so at rsk_unregister()).  The section then
  * re-checks the same field after arming its descriptor.
  *
+ * Guard parts.  Where the arch reads the index inside the section (the
+ * part operations below, RSK_ARCH_HAS_PART_OPS: x86-64) there is no
+ * compare at all: the index is read as a signed 32-bit value and scaled.
+ * A registered thread's cpu_id and mm_cid are below the kernel's
+ * nr_cpu_ids, which the possible-CPU count the parts are sized by is not
+ * below (src/topology.c); the only other values an area holds, -1 (not
+ * registered) and -2 (glibc's "registration failed"), select part[-1] and
+ * part[-2], and their gate words are never 0: part[-1] is the structure's
+ * head (its gate word is index_offset_, 4 or 24, and fast_nr_), part[-2]
+ * the 128 bytes before it, all ones.  Such a section leaves through
+ * `stopped`, and the slow path, seeing the thread's index out of range,
+ * treats it as RSK_TRY_NO_INDEX.  The area offset is still tested (0: no
+ * rseq in the process), outside the section.
+ *
  * Return values: negative errno on error, otherwise (for operations on the
  * current CPU's part) the index of the part that was used:
  *	-EINVAL  NULL structure or argument, bad mode, size or capacity 0 or
@@ -267,25 +281,25 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 #define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                             \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
-		RSK_ARCH_PART_ADD(rsk_arch_area_of(off), (s)->index_offset_, &(s)->fast_nr_, (s), pos, \
+		RSK_ARCH_PART_ADD(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
 			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), count); \
 	} while (0)
 #define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                      \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
-		RSK_ARCH_PART_CAS(rsk_arch_area_of(off), (s)->index_offset_, &(s)->fast_nr_, (s), pos, \
+		RSK_ARCH_PART_CAS(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
 			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), expect, newv); \
 	} while (0)
 #define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                       \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
-		RSK_ARCH_PART_PUSH(rsk_arch_area_of(off), (s)->index_offset_, &(s)->fast_nr_, (s), pos, \
+		RSK_ARCH_PART_PUSH(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
 			   RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), node, next); \
 	} while (0)
 #define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                        \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
-		RSK_ARCH_PART_POP(rsk_arch_area_of(off), (s)->index_offset_, &(s)->fast_nr_, (s), pos, \
+		RSK_ARCH_PART_POP(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
 			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), head, next); \
 	} while (0)
 #else

@@ -68,7 +68,17 @@ struct rsk_fast {
 	ptrdiff_t area_offset;
 	int cid_ok;
 };
+/* Users' code sees it const: it is written once, at initialisation (the
+ * library's constructor, or the first call before that), and with a
+ * const view the compiler keeps the offset in a register across calls
+ * and barriers instead of reloading it after each operation.  (glibc's
+ * __rseq_offset is declared the same way.)  The library's own files,
+ * which write it, see it plain. */
+#ifdef RSEQKIT_WRITES_FAST_
 extern struct rsk_fast rsk_fast;
+#else
+extern const struct rsk_fast rsk_fast;
+#endif
 
 /*
  * rsk_init - initialise the library now (optional: every entry point does

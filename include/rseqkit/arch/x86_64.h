@@ -389,13 +389,17 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
  * Part operations (optional in the contract: RSK_ARCH_HAS_PART_OPS).  For
  * a structure whose parts are 128-byte slots at `base`, the section itself
  * reads the index after arming - a read inside the section needs no
- * re-check: the kernel restarts the section if the thread moves - bounds
- * it by *nr (leaving through `noindex` when it is not below), and works on
- * the slot's words at base + DISP + (index << 7), the gate at GDISP.  On
- * commit, pos holds index << 7.  These are statements, not functions: the
+ * re-check: the kernel restarts the section if the thread moves - and
+ * works on the slot's words at base + DISP + (index << 7), the gate at
+ * GDISP.  The index is read as a signed 32-bit value and not compared
+ * with the number of parts: a registered thread's cpu_id and mm_cid are
+ * below the kernel's nr_cpu_ids, which the parts cover, and the only other
+ * values an area holds, -1 and -2 (not registered, registration failed),
+ * land on the two guard parts before part 0, whose gates are never open
+ * (<rseqkit/percpu.h>): the section leaves through `stopped`.  On commit,
+ * pos holds index << 7.  These are statements, not functions: the
  * displacements must be constants in the instruction, and the exits are
- * the caller's labels, by name: noindex, cmpfail (CAS, POP), aborted,
- * stopped.
+ * the caller's labels, by name: cmpfail (CAS, POP), aborted, stopped.
  *
  *   RSK_ARCH_PART_ADD:    *(slot + VDISP) += count
  *   RSK_ARCH_PART_CAS:    if (*(slot + VDISP) == expect) *(slot + VDISP) = newv
@@ -411,19 +415,17 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 
 #define RSK_X64_PART_ENTER                                            \
 	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                     \
-	".quad 1f, %l[noindex], 1f, %l[stopped]\n\t"                     \
+	".quad 1f, %l[stopped]\n\t"                                            \
 	".popsection\n\t" RSK_X64_DESCRIBE RSK_X64_ARM "1:\n\t" RSK_INJECT_ASM(1) \
-	"movl %%fs:(%[area], %[ioff]), %k[pos]\n\t"                             \
-	"cmpl %[nr], %k[pos]\n\t"                                              \
-	"jae %l[noindex]\n\t"                                             \
+	"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"                            \
 	"shlq $7, %[pos]\n\t" RSK_INJECT_ASM(2)                                \
 	"cmpq $0, %c[gdisp](%[base], %[pos])\n\t"                              \
 	"jnz %l[stopped]\n\t"
-#define RSK_X64_PART_IN(area_, ioff_, nr_, base_, vdisp_, gdisp_)                    \
-	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [nr] "m"(*(nr_)),      \
-		[base] "r"(base_), [vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
+#define RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_)                    \
+	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [base] "r"(base_),  \
+		[vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
 
-#define RSK_ARCH_PART_ADD(area_, ioff_, nr_, base_, pos_, vdisp_, gdisp_, count_)       \
+#define RSK_ARCH_PART_ADD(area_, ioff_, base_, pos_, vdisp_, gdisp_, count_)       \
 	do {                                                                   \
 		intptr_t tmp;                                                  \
 		RSK_X64_INJECT_DECL                                            \
@@ -432,13 +434,13 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 			"addq %[count], %c[vdisp](%[base], %[pos])\n"          \
 			"2:\n\t" RSK_X64_ABORT                                 \
 			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_X64_INJECT_OUT \
-			: RSK_X64_PART_IN(area_, ioff_, nr_, base_, vdisp_, gdisp_), \
+			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
 			  [count] "re"(count_)RSK_X64_INJECT_IN                 \
 			: "cc"                                                 \
-			: noindex, aborted, stopped);                       \
+			: aborted, stopped);                       \
 	} while (0)
 
-#define RSK_ARCH_PART_CAS(area_, ioff_, nr_, base_, pos_, vdisp_, gdisp_, expect_, newv_)              \
+#define RSK_ARCH_PART_CAS(area_, ioff_, base_, pos_, vdisp_, gdisp_, expect_, newv_)              \
 	do {                                                                   \
 		intptr_t tmp;                                                  \
 		RSK_X64_INJECT_DECL                                            \
@@ -449,13 +451,13 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 			"movq %[newv], %c[vdisp](%[base], %[pos])\n"           \
 			"2:\n\t" RSK_X64_ABORT                                 \
 			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_X64_INJECT_OUT \
-			: RSK_X64_PART_IN(area_, ioff_, nr_, base_, vdisp_, gdisp_), \
+			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
 			  [expect] "re"(expect_), [newv] "re"(newv_)RSK_X64_INJECT_IN \
 			: "cc"                                                 \
-			: noindex, cmpfail, aborted, stopped);             \
+			: cmpfail, aborted, stopped);             \
 	} while (0)
 
-#define RSK_ARCH_PART_PUSH(area_, ioff_, nr_, base_, pos_, vdisp_, gdisp_, node_, next_)                       \
+#define RSK_ARCH_PART_PUSH(area_, ioff_, base_, pos_, vdisp_, gdisp_, node_, next_)                       \
 	do {                                                                   \
 		intptr_t tmp;                                                  \
 		RSK_X64_INJECT_DECL                                            \
@@ -467,13 +469,13 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 			"movq %[node], %c[vdisp](%[base], %[pos])\n"           \
 			"2:\n\t" RSK_X64_ABORT                                 \
 			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_X64_INJECT_OUT \
-			: RSK_X64_PART_IN(area_, ioff_, nr_, base_, vdisp_, gdisp_), \
+			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
 			  [node] "r"(node_), [next] "i"(next_)RSK_X64_INJECT_IN  \
 			: "memory", "cc"                                       \
-			: noindex, aborted, stopped);                       \
+			: aborted, stopped);                       \
 	} while (0)
 
-#define RSK_ARCH_PART_POP(area_, ioff_, nr_, base_, pos_, vdisp_, gdisp_, head_, next_)              \
+#define RSK_ARCH_PART_POP(area_, ioff_, base_, pos_, vdisp_, gdisp_, head_, next_)              \
 	do {                                                                   \
 		intptr_t tmp;                                                  \
 		RSK_X64_INJECT_DECL                                            \
@@ -487,10 +489,10 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 			"2:\n\t" RSK_X64_ABORT                                 \
 			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_),                  \
 			  [head] "=&r"(head_)RSK_X64_INJECT_OUT                 \
-			: RSK_X64_PART_IN(area_, ioff_, nr_, base_, vdisp_, gdisp_), \
+			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
 			  [next] "i"(next_)RSK_X64_INJECT_IN                    \
 			: "memory", "cc"                                       \
-			: noindex, cmpfail, aborted, stopped);             \
+			: cmpfail, aborted, stopped);             \
 	} while (0)
 
 /* No cpu/cid variants: <rseqkit/arch.h> derives them from the `_at` form. */
