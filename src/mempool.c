@@ -45,9 +45,18 @@ struct range {
 	uint64_t *dirty; /* slot handed out at least once (copies may be non-zero) */
 };
 
+/* The sorted ranges with their count, published by one pointer: a reader
+ * that took no lock sees a count and an array that agree (a count and an
+ * array stored apart could be seen old and new: the search would miss the
+ * last range). */
+struct range_view {
+	size_t n;
+	struct range *r[];
+};
+
 struct retired {
 	struct retired *next;
-	struct range **ranges;
+	struct range_view *view;
 };
 
 struct pool_impl {
@@ -60,9 +69,10 @@ struct pool_impl {
 	unsigned char *tmpl;
 	int (*init)(void *copy, int idx, void *arg);
 	void *init_arg;
-	struct range **ranges; /* sorted by base; replaced (release) when one is added */
-	size_t nranges;	       /* stored (release) after ranges */
-	struct retired *retired; /* former range arrays, freed at destroy */
+	struct range_view *view; /* for lock-free readers; replaced (release) when a range is added */
+	struct range **ranges;	 /* view->r and view->n, for the mutex's holders */
+	size_t nranges;
+	struct retired *retired; /* former views, freed at destroy */
 	size_t live;
 	unsigned long errors;
 	int numa_nodes; /* > 1: strides are bound to cpu_node[] */
@@ -207,13 +217,14 @@ static void numa_setup(struct pool_impl *pi)
 
 static struct range *range_new(struct pool_impl *pi)
 {
-	struct range *r, **nv;
+	struct range *r;
+	struct range_view *nv;
 	struct retired *old;
 	size_t i;
 
 	if (pi->max_bytes && (pi->nranges + 1) * pi->range_bytes > pi->max_bytes)
 		return NULL;
-	nv = malloc((pi->nranges + 1) * sizeof(struct range *));
+	nv = malloc(sizeof(*nv) + (pi->nranges + 1) * sizeof(struct range *));
 	old = malloc(sizeof(*old));
 	r = calloc(1, sizeof(*r));
 	if (nv == NULL || old == NULL || r == NULL) {
@@ -243,17 +254,19 @@ static struct range *range_new(struct pool_impl *pi)
 	/* Bits beyond per_range in the last word: permanently in use. */
 	if (pi->per_range % BITS)
 		r->used[pi->words - 1] = ~0ull << (pi->per_range % BITS);
-	/* A new sorted array, published before the count that covers it. */
+	/* A new sorted view, published whole. */
 	for (i = 0; i < pi->nranges && pi->ranges[i]->base < r->base; i++)
-		nv[i] = pi->ranges[i];
-	nv[i] = r;
+		nv->r[i] = pi->ranges[i];
+	nv->r[i] = r;
 	for (; i < pi->nranges; i++)
-		nv[i + 1] = pi->ranges[i];
-	old->ranges = pi->ranges;
+		nv->r[i + 1] = pi->ranges[i];
+	nv->n = pi->nranges + 1;
+	old->view = pi->view;
 	old->next = pi->retired;
 	pi->retired = old;
-	__atomic_store_n(&pi->ranges, nv, __ATOMIC_RELEASE);
-	__atomic_store_n(&pi->nranges, pi->nranges + 1, __ATOMIC_RELEASE);
+	pi->ranges = nv->r;
+	pi->nranges = nv->n;
+	__atomic_store_n(&pi->view, nv, __ATOMIC_RELEASE);
 	return r;
 }
 
@@ -269,8 +282,9 @@ static void range_free(struct pool_impl *pi, struct range *r)
  * the top of the file). */
 static struct range *range_of(struct pool_impl *pi, const void *ptr, int *in_range)
 {
-	size_t lo = 0, hi = __atomic_load_n(&pi->nranges, __ATOMIC_ACQUIRE);
-	struct range **rs = __atomic_load_n(&pi->ranges, __ATOMIC_ACQUIRE);
+	const struct range_view *v = __atomic_load_n(&pi->view, __ATOMIC_ACQUIRE);
+	size_t lo = 0, hi = v != NULL ? v->n : 0;
+	struct range *const *rs = v != NULL ? v->r : NULL;
 	const char *c = ptr;
 
 	*in_range = 0;
@@ -468,10 +482,10 @@ RSK_EXPORT int rsk_mempool_destroy(struct rsk_mempool *p)
 	}
 	for (size_t i = 0; i < pi->nranges; i++)
 		range_free(pi, pi->ranges[i]);
-	free(pi->ranges);
+	free(pi->view);
 	while (pi->retired != NULL) {
 		struct retired *next = pi->retired->next;
-		free(pi->retired->ranges);
+		free(pi->retired->view);
 		free(pi->retired);
 		pi->retired = next;
 	}
