@@ -126,14 +126,18 @@ int rsk_counter_sum(const struct rsk_counter *c, intptr_t *sum);
  * store the old one in *old, exactly: no add is lost or counted twice,
  * while other threads keep adding (the part's gate is closed and its CPU
  * fenced for the exchange).  Returns 0, -EINVAL (c or old NULL, cpu
- * outside [0, c->nr), or the fence failed (-ENXIO instead): nothing changed).
+ * outside [0, c->nr)), -ENXIO (the fence failed), -EDEADLK (called from a
+ * handler whose thread holds that part's gate), -EOWNERDEAD (the gate's
+ * holder is gone): nothing changed on an error.
  */
 int rsk_counter_exchange(struct rsk_counter *c, int cpu, intptr_t value, intptr_t *old);
 
 /*
  * rsk_counter_reset - set every part to 0, each exactly as
- * rsk_counter_exchange() does, while other threads may keep adding.
- * Returns 0, -EINVAL (c NULL, or a fence failed (-ENXIO instead)).
+ * rsk_counter_exchange() does, while other threads may keep adding.  It
+ * goes on past a part whose gate or fence fails (-ENXIO, -EDEADLK,
+ * -EOWNERDEAD), resets the others and returns the first error; 0 when
+ * every part was reset, -EINVAL if c is NULL.
  */
 int rsk_counter_reset(struct rsk_counter *c);
 

@@ -72,13 +72,23 @@
  *	-ENOMEM  creation could not allocate
  *	-ENOSPC  a buffer part is full (ptrbuf, copybuf push)
  *	-ENOENT  a part is empty (stack, ptrbuf, copybuf pop)
- *	-EDEADLK a signal handler's operation on another CPU's part
- *	         (rsk_<name>_*_cpu) that its own interrupted thread holds
+ *	-EDEADLK a signal handler's operation on a named part
+ *	         (rsk_<name>_*_cpu, exchange, reset) whose gate its own
+ *	         interrupted thread holds, or on the current part when that
+ *	         thread holds every part's gate (a one-part structure)
  *	-ENXIO   a slow path's fence could not reach a CPU where a thread of
  *	         the process may run (no membarrier; see rsk_fence_cpu(3));
  *	         nothing was done
- *	-EOWNERDEAD  the part's gate is held by a thread that no longer exists
- *	         (reported once on stderr; see rsk_gate_close(3))
+ *	-EOWNERDEAD  the part's gate is held by a thread that no longer exists,
+ *	         or that held it through a fork() (reported once on stderr;
+ *	         see rsk_gate_close(3))
+ *
+ * Signals and fork: every operation is async-signal-safe with respect to
+ * its own thread - a handler whose thread holds the current part's gate
+ * (it interrupted a slow path) works on another part - and a handler that
+ * runs on a thread inside fork() does not wait for that fork.  What holds
+ * in the child, and at dlclose() and thread exit: each structure's man
+ * page.
  *
  * Adding a structure: doc/GUIDE.md, "Adding a structure".
  */

@@ -92,9 +92,14 @@ void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
 /*
  * rsk_spinlock_lock - take the lock of the current CPU's part.
  * Returns its index (>= 0; pass it to rsk_spinlock_unlock), -EINVAL if l
- * is NULL (or a slow path's fence failed (-ENXIO instead): no lock taken).  Blocking: spins,
- * yielding the CPU while the lock stays held.  Without rseq, or after too
- * many aborts, the slow path takes the lock under the part's gate.
+ * is NULL, -ENXIO (a slow path's fence failed), -EDEADLK (a one-part lock
+ * whose gate the handler's own thread holds): no lock taken then.
+ * Blocking: spins, yielding the CPU while the lock stays held.  Without
+ * rseq, or after too many aborts, the slow path takes the lock under the
+ * part's gate.  A signal handler may call it only where the code it
+ * interrupted cannot hold one of this lock's parts (it would wait for
+ * itself); the gates themselves never deadlock a handler.  A lock held at
+ * fork() or at thread exit stays held.
  */
 RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 {

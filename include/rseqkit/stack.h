@@ -250,15 +250,17 @@ RSK_PERCPU_INLINE int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_no
  * rsk_stack_pop_all_cpu - take the whole list of part `cpu` (any CPU's),
  * while that CPU's threads keep operating: the part's gate is closed and
  * the CPU fenced meanwhile.  Returns 0 (*out = top node), -ENOENT (empty;
- * *out = NULL), -EINVAL (s or out NULL, cpu outside [0, s->nr), or the
- * fence failed (-ENXIO instead)).
+ * *out = NULL), -EINVAL (s or out NULL, cpu outside [0, s->nr)), -ENXIO
+ * (the fence failed), -EDEADLK (from a handler whose thread holds that
+ * part's gate), -EOWNERDEAD (the gate's holder is gone).
  */
 int rsk_stack_pop_all_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node **out);
 
 /*
  * rsk_stack_push_cpu - push node on part `cpu` (any CPU's), as safely as
  * rsk_stack_pop_all_cpu(): with it, nodes move between CPUs.  Returns 0,
- * -EINVAL (s or node NULL, cpu outside [0, s->nr), or the fence failed (-ENXIO instead)).
+ * -EINVAL (s or node NULL, cpu outside [0, s->nr)), or as
+ * rsk_stack_pop_all_cpu() -ENXIO, -EDEADLK, -EOWNERDEAD: node not pushed.
  */
 int rsk_stack_push_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node *node);
 
