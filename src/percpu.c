@@ -74,11 +74,12 @@ void *rsk_percpu_create(size_t size, enum rsk_index_mode mode)
 int rsk_percpu_destroy(void *s, size_t size)
 {
 	struct rsk_percpu_head *h = s;
-	unsigned char *base = (unsigned char *)s - RSK_PERCPU_GUARD;
+	unsigned char *base;
 	uint32_t magic;
 
 	if (h == NULL)
 		return -EINVAL;
+	base = (unsigned char *)s - RSK_PERCPU_GUARD;
 	magic = h->magic_;
 	if (magic != RSK_PERCPU_MAGIC && magic != RSK_PERCPU_MAGIC_MAPPED)
 		return -EINVAL; /* destroyed already, or not a structure */
