@@ -102,16 +102,21 @@ int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr);
 /* The mode a structure gets for `mode` (see percpu.h). */
 enum rsk_index_mode rsk_percpu_effective_mode(enum rsk_index_mode mode);
 
-/* Fill the fast path's fields of a head whose mode and nr are set. */
 /* For the structures whose sections read their index unchecked (the
  * part operations of <rseqkit/percpu.h>): part[-1]'s gate word is the
  * head's index_offset_ (4 or 24, never 0) and fast_nr_, so a thread whose
  * index is -1 finds it closed. */
+#ifdef RSK_ARCH_HAS_PART_OPS
 #define RSK_PERCPU_GUARDED_(T)                                                 \
 	_Static_assert(offsetof(T, part[0].gate) - offsetof(T, part[0]) ==     \
 			       offsetof(struct rsk_percpu_head, index_offset_), \
 		       #T ": part[-1]'s gate must be the head's index_offset_");  \
 	_Static_assert(offsetof(T, part) == RSK_PERCPU_ALIGN, #T ": part[-1] must be the head")
+#else /* sections that bound-check their index need no guard */
+#define RSK_PERCPU_GUARDED_(T) _Static_assert(1, #T)
+#endif
+
+/* Fill the fast path's fields of a head whose mode and nr are set. */
 void rsk_percpu_init_head(struct rsk_percpu_head *h);
 
 /* A zeroed, 128-aligned structure of `size` bytes whose head is filled
