@@ -15,6 +15,10 @@
 #       for a missing package, or a missing package of TARGET, fails
 #       (exit 1); a skip for something this kernel or machine lacks stays a
 #       skip, and is listed.
+#   deps.sh runs32 [CC...]       exit 0 if this machine runs what CC (default
+#       "gcc -m32") builds: some kernels cannot execute i386 binaries
+#       ("Exec format error", e.g. a VM without 32-bit compat mode), which
+#       is the machine's limit, not a missing package
 #
 # Groups: base optional kernels cross (see .ci/packages).  Tests name the
 # package a skip needs with "[pkg NAME]" in the skip reason; a skip
@@ -51,6 +55,18 @@ present() { # present PROBE: 0 if what the probe looks for is here
 cmd=${1:-status}
 [ $# -gt 0 ] && shift
 case $cmd in
+runs32)
+	[ $# -gt 0 ] || set -- gcc -m32
+	dir=$(mktemp -d) || exit 1
+	printf 'int main(void) { return 42; }\n' >"$dir/p.c"
+	st=1
+	if "$@" -o "$dir/p" "$dir/p.c" >/dev/null 2>&1; then
+		"$dir/p" >/dev/null 2>&1
+		[ $? = 42 ] && st=0
+	fi
+	rm -rf "$dir"
+	exit $st
+	;;
 list)
 	[ $# -gt 0 ] || set -- base optional
 	rows "$@" | cut -d'|' -f2 | awk '!seen[$0]++' | tr '\n' ' ' | sed 's/ $/\n/'
