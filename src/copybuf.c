@@ -104,6 +104,7 @@ static enum rsk_try copybuf_peek(const void *s, int idx, const void *arg)
 }
 
 static const struct rsk_percpu_kind copybuf_kind = {
+	.name = "rsk_copybuf",
 	.attempt = copybuf_attempt,
 	.locked = copybuf_locked,
 	.gate = copybuf_gate,

@@ -62,6 +62,7 @@ static intptr_t *counter_gate(void *s, int idx)
 }
 
 static const struct rsk_percpu_kind counter_kind = {
+	.name = "rsk_counter",
 	.attempt = counter_attempt,
 	.locked = counter_locked,
 	.gate = counter_gate,

@@ -102,6 +102,11 @@ int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr);
 /* The mode a structure gets for `mode` (see percpu.h). */
 enum rsk_index_mode rsk_percpu_effective_mode(enum rsk_index_mode mode);
 
+/* rsk_gate_close() for a gate whose RSEQKIT_GATE_WARN_MS reports name
+ * "<what> <obj>" (src/progress.c). */
+int rsk_gate_close_named_(intptr_t *gate, enum rsk_index_mode mode, int idx, const char *what,
+			  const void *obj);
+
 /* For the structures whose sections read their index unchecked (the
  * part operations of <rseqkit/percpu.h>): part[-1]'s gate word is the
  * head's index_offset_ (4 or 24, never 0) and fast_nr_, so a thread whose
@@ -131,6 +136,8 @@ int rsk_percpu_destroy(void *s, size_t size);
 
 /* What the slow path needs to know of a structure. */
 struct rsk_percpu_kind {
+	/* The structure's type name, for RSEQKIT_GATE_WARN_MS reports. */
+	const char *name;
 	/* One attempt of the fast path (the inline one, called from here). */
 	enum rsk_try (*attempt)(void *s, void *arg, int *idx);
 	/* The operation on part idx with plain code while its gate is

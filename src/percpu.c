@@ -139,7 +139,7 @@ static int close_some_gate(void *s, const struct rsk_percpu_head *h,
 			   const struct rsk_percpu_kind *k, int idx)
 {
 	for (int n = 0; n < h->nr; n++, idx = (idx + 1) % h->nr) {
-		int err = rsk_gate_close(k->gate(s, idx), h->mode, idx);
+		int err = rsk_gate_close_named_(k->gate(s, idx), h->mode, idx, k->name, s);
 
 		if (err == 0)
 			return idx;
@@ -230,7 +230,7 @@ int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *a
 		return -EINVAL;
 	if (k->peek != NULL && (r = k->peek(s, cpu, arg)) != RSK_TRY_DONE)
 		return final_error(r);
-	err = rsk_gate_close(k->gate(s, cpu), h->mode, cpu);
+	err = rsk_gate_close_named_(k->gate(s, cpu), h->mode, cpu, k->name, s);
 	if (err != 0)
 		return err;
 	r = k->locked(s, cpu, arg);

@@ -81,8 +81,6 @@ void rsk_lock_drop_(intptr_t *lock);
 int rsk_lock_mine_(const intptr_t *lock);
 void rsk_hold_enter_(void);
 void rsk_hold_leave_(void);
-int rsk_gate_close_named_(intptr_t *gate, enum rsk_index_mode mode, int idx, const char *what,
-			  const void *obj);
 
 static struct pool_impl *impl(struct rsk_pool *p)
 {

@@ -100,6 +100,7 @@ static enum rsk_try ptrbuf_peek(const void *s, int idx, const void *arg)
 }
 
 static const struct rsk_percpu_kind ptrbuf_kind = {
+	.name = "rsk_ptrbuf",
 	.attempt = ptrbuf_attempt,
 	.locked = ptrbuf_locked,
 	.gate = ptrbuf_gate,

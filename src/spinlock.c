@@ -64,6 +64,7 @@ static void spinlock_wait(void *s, int idx, unsigned round)
 }
 
 static const struct rsk_percpu_kind spinlock_kind = {
+	.name = "rsk_spinlock",
 	.attempt = spinlock_attempt,
 	.locked = spinlock_locked,
 	.gate = spinlock_gate,

@@ -92,6 +92,7 @@ static enum rsk_try stack_peek(const void *s, int idx, const void *arg)
 }
 
 static const struct rsk_percpu_kind stack_kind = {
+	.name = "rsk_stack",
 	.attempt = stack_attempt,
 	.locked = stack_locked,
 	.gate = stack_gate,

@@ -217,6 +217,7 @@ struct holder {
 	int exit_holding; /* leave without opening */
 	int cpu;	  /* pin (-1: no) */
 	int busy;	  /* hold while computing rather than sleeping */
+	intptr_t *word;	  /* the gate to hold (NULL: the test's own) */
 	volatile int closed;
 	double opened_at;
 	int tid;
@@ -241,8 +242,10 @@ static void *hold(void *arg)
 		struct sched_param other = { .sched_priority = 0 };
 		pthread_setschedparam(pthread_self(), SCHED_OTHER, &other);
 	}
+	intptr_t *g = h->word != NULL ? h->word : &gate;
+
 	h->tid = gettid_();
-	if (rsk_gate_close(&gate, RSK_INDEX_CPU, 0) != 0)
+	if (rsk_gate_close(g, RSK_INDEX_CPU, 0) != 0)
 		return NULL;
 	__atomic_store_n(&h->closed, 1, __ATOMIC_RELEASE);
 	if (h->busy) {
@@ -253,7 +256,7 @@ static void *hold(void *arg)
 		sleep_ms(h->ms);
 	}
 	/* A waiter that sleeps sets the waiters bit; one that spins never. */
-	while (h->until_waiter && !(__atomic_load_n(&gate, __ATOMIC_RELAXED) & GATE_WAITERS)) {
+	while (h->until_waiter && !(__atomic_load_n(g, __ATOMIC_RELAXED) & GATE_WAITERS)) {
 		if (h->busy)
 			sched_yield();
 		else
@@ -262,7 +265,7 @@ static void *hold(void *arg)
 	if (h->exit_holding)
 		return NULL;
 	h->opened_at = now();
-	rsk_gate_open(&gate);
+	rsk_gate_open(g);
 	return NULL;
 }
 
@@ -356,10 +359,30 @@ static int warn_child(void)
 	return 0;
 }
 
+/* The same with a structure's gate: a counter's part 0, held by another
+ * thread while this one's rsk_counter_exchange() waits for it. */
+static int warn_counter_child(void)
+{
+	struct rsk_counter *c;
+	struct holder h = { .ms = 300, .cpu = -1 };
+	intptr_t old = 0;
+	pthread_t t;
+	int r;
+
+	if (rsk_counter_create(&c, RSK_INDEX_CPU) != 0)
+		return 1;
+	h.word = &c->part[0].gate;
+	t = start_holder(&h);
+	r = rsk_counter_exchange(c, 0, 5, &old);
+	pthread_join(t, NULL);
+	printf("gate=%p tid=%d r=%d obj=%p\n", (void *)&c->part[0].gate, h.tid, r, (void *)c);
+	return rsk_counter_destroy(c);
+}
+
 /* Run this program with `arg` and RSEQKIT_GATE_WARN_MS=value; collect
  * its stdout and stderr. */
-static int run_child(const char *self, const char *value, char *out, size_t outsz, char *err,
-		     size_t errsz)
+static int run_child(const char *self, const char *arg, const char *value, char *out,
+		     size_t outsz, char *err, size_t errsz)
 {
 	int po[2], pe[2], status = -1;
 	pid_t pid;
@@ -375,7 +398,7 @@ static int run_child(const char *self, const char *value, char *out, size_t outs
 		close(pe[0]);
 		setenv("RSEQKIT_GATE_WARN_MS", value, 1);
 		alarm(20);
-		execl(self, self, "--warn", (char *)NULL);
+		execl(self, self, arg, (char *)NULL);
 		_exit(127);
 	}
 	close(po[1]);
@@ -396,7 +419,7 @@ static void warn_env(void)
 	char out[512], err[2048], want[128];
 	void *addr = NULL;
 	int tid = 0, r = -1;
-	int status = run_child(self, "50", out, sizeof(out), err, sizeof(err));
+	int status = run_child(self, "--warn", "50", out, sizeof(out), err, sizeof(err));
 
 	sscanf(out, "gate=%p tid=%d r=%d", &addr, &tid, &r);
 	snprintf(want, sizeof(want), "gate %p of part 0 held by thread %d for more than 50 ms",
@@ -404,9 +427,18 @@ static void warn_env(void)
 	tap_ok(status == 0 && r == 0 && strstr(err, want) != NULL && count_lines(err, want) == 1,
 	       "RSEQKIT_GATE_WARN_MS=50, a gate held 300 ms: \"%.*s\"", (int)strcspn(err, "\n"),
 	       err);
-	status = run_child(self, "abc", out, sizeof(out), err, sizeof(err));
+	status = run_child(self, "--warn", "abc", out, sizeof(out), err, sizeof(err));
 	tap_ok(status == 0 && strstr(err, "RSEQKIT_GATE_WARN_MS=abc ignored") != NULL,
 	       "RSEQKIT_GATE_WARN_MS=abc: \"%.*s\"", (int)strcspn(err, "\n"), err);
+	/* A structure's gate: the report names the structure. */
+	void *obj = NULL;
+	status = run_child(self, "--warn-counter", "50", out, sizeof(out), err, sizeof(err));
+	sscanf(out, "gate=%p tid=%d r=%d obj=%p", &addr, &tid, &r, &obj);
+	snprintf(want, sizeof(want), "rsk_counter %p: gate %p of part 0 held by thread %d", obj,
+		 addr, tid);
+	tap_ok(status == 0 && r == 0 && strstr(err, want) != NULL,
+	       "RSEQKIT_GATE_WARN_MS=50, a counter's gate held 300 ms: \"%.*s\"",
+	       (int)strcspn(err, "\n"), err);
 }
 
 /* ---- 6. a SCHED_FIFO waiter on the holder's CPU ---- */
@@ -461,6 +493,8 @@ int main(int argc, char **argv)
 	sigaction(SIGALRM, &sa, NULL);
 	if (argc > 1 && strcmp(argv[1], "--warn") == 0)
 		return warn_child();
+	if (argc > 1 && strcmp(argv[1], "--warn-counter") == 0)
+		return warn_counter_child();
 	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
 		int want = argc == 1;
 		for (int a = 1; a < argc; a++)
