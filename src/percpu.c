@@ -51,8 +51,9 @@ void *rsk_percpu_create(size_t size, enum rsk_index_mode mode)
 	if (mode != RSK_INDEX_CPU && mode != RSK_INDEX_CID)
 		return NULL;
 	if (mapped) {
-		void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			       -1, 0);
+		/* No reservation: a large buffer is mostly slots never written. */
+		void *m = mmap(NULL, total, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		base = m == MAP_FAILED ? NULL : m;
 	} else {
 		base = aligned_alloc(RSK_PERCPU_ALIGN,

@@ -6,6 +6,7 @@
  * The concurrent side is rseqkit-stress's (tests/stress_quick.sh).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <signal.h>
 #include <sched.h>
 #include <stdint.h>
@@ -403,6 +404,55 @@ static void signal_on_own_gate(void)
 	rsk_counter_destroy(sig_counter);
 }
 
+/* Resident memory of this process, from /proc/self/statm; 0 if unknown. */
+static size_t resident_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "re");
+	unsigned long size = 0, res = 0;
+
+	if (f == NULL)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Creating a buffer of the largest capacity commits next to nothing: its
+ * parts are mapped, not written (an empty one once took 263 MB, memset at
+ * create).  Bound: 1 MiB, against nr x 128 MiB (ptrbuf) or 4 GiB (copybuf
+ * of 256-byte items) reserved. */
+#define N_RSS 2
+static void buffers_commit_lazily(void)
+{
+	struct rsk_ptrbuf *b = NULL;
+	struct rsk_copybuf *cb = NULL;
+	size_t before, grew;
+
+	before = resident_bytes();
+	if (rsk_ptrbuf_create(&b, RSK_INDEX_CPU, RSK_PTRBUF_MAX_CAPACITY, 0) != 0) {
+		tap_ok(0, "rss: ptrbuf of the largest capacity created");
+	} else {
+		grew = resident_bytes() - before;
+		tap_ok(before != 0 && grew < ((size_t)1 << 20),
+		       "rss: an empty ptrbuf of capacity %ld (%d parts) commits %zu KiB (< 1 MiB)",
+		       (long)RSK_PTRBUF_MAX_CAPACITY, nr, grew >> 10);
+		rsk_ptrbuf_destroy(b);
+	}
+	before = resident_bytes();
+	if (rsk_copybuf_create(&cb, RSK_INDEX_CPU, RSK_COPYBUF_MAX_ITEM, RSK_COPYBUF_MAX_CAPACITY, 0) != 0) {
+		/* 4 GiB a part may be more than this machine maps: not the
+		 * point of the check, which the ptrbuf makes. */
+		skip("rss: copybuf of the largest size not mappable here");
+	} else {
+		grew = resident_bytes() - before;
+		tap_ok(before != 0 && grew < ((size_t)1 << 20),
+		       "rss: an empty copybuf of %ld items of %d bytes commits %zu KiB (< 1 MiB)",
+		       (long)RSK_COPYBUF_MAX_CAPACITY, RSK_COPYBUF_MAX_ITEM, grew >> 10);
+		rsk_copybuf_destroy(cb);
+	}
+}
+
 int main(void)
 {
 	struct rsk_status st;
@@ -421,7 +471,8 @@ int main(void)
 	sched_setaffinity(0, sizeof(one), &one);
 
 	modes = 2; /* cid falls back to cpu where mm_cid is missing */
-	tap_plan(modes * (N_COUNTER + N_SPINLOCK + N_STACK + N_PTRBUF + N_COPYBUF + N_REMOTE) + N_SLOW + N_SIGNAL);
+	tap_plan(modes * (N_COUNTER + N_SPINLOCK + N_STACK + N_PTRBUF + N_COPYBUF + N_REMOTE) + N_SLOW + N_SIGNAL +
+		 N_RSS);
 	for (int m = 0; m < modes; m++) {
 		const char *mn = m ? "cid" : "cpu";
 		counter((enum rsk_index_mode)m, mn);
@@ -433,5 +484,6 @@ int main(void)
 	}
 	slow_paths();
 	signal_on_own_gate();
+	buffers_commit_lazily();
 	return tap_done();
 }
