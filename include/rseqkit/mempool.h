@@ -184,7 +184,8 @@ struct rsk_mempool {
 
 /*
  * rsk_mempool_create - make a pool as *cfg says and store it in *out.
- * Nothing is reserved until the first allocation.  Returns 0, -EINVAL (out
+ * The first range is reserved here (its strides' first words are the
+ * pool's gates), untouched and so uncommitted.  Returns 0, -EINVAL (out
  * or cfg NULL, size 0 or too large, align not 0 and not a power of two or
  * > RSK_MEMPOOL_MAX_ALIGN, unknown mode or flag, a max_bytes below one
  * range), -ENOMEM.
