@@ -166,7 +166,11 @@ check-kernels:
 	tests/qemu/check-kernels.sh $(KERNEL)
 
 # Per-CPU memory on two NUMA nodes: Debian's x86-64 kernel under qemu with
-# -numa, mempool.t --numa checking placement with move_pages(2).
+# -numa and 64 possible CPUs (2 online), mempool.t --numa checking placement
+# with move_pages(2) and --cid-figure the committed memory of a cid pool
+# (needs qemu-system-x86, cpio; SKIP without, a failure with CI=true).
+# SUITE= another Debian suite's kernel (default trixie).  .ci/run runs it
+# after check-kernels.
 .PHONY: check-numa
 check-numa:
 	tests/qemu/mempool-numa.sh $(SUITE)
