@@ -6,7 +6,7 @@
  * structures fall back to their slow path after rsk_abort_limit()
  * consecutive aborts, which is plain code and steps through.
  *
- * A forked child runs a worker that does 1000 operations on each structure
+ * A forked child runs a worker that does 200 operations on each structure
  * (counter adds, spinlock lock/unlock, stack, pointer buffer and copy
  * buffer push/pop pairs) while two other threads hammer the same
  * structures; the parent attaches to the worker with ptrace and
@@ -30,7 +30,7 @@
 #include <rseqkit/rseqkit.h>
 #include "tap.h"
 
-#define OPS	  1000 /* per structure: pairs count as two */
+#define OPS	  200  /* per structure: pairs count as two */
 #define ITEMS	  16   /* stack / buffer items in circulation */
 #define NOISE	  2    /* threads running beside the stepped one */
 #define MAX_STEPS 20000000L
