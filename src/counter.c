@@ -3,7 +3,8 @@
 #include <errno.h>
 #include "internal.h"
 
-RSK_PERCPU_GUARDED_(struct rsk_counter);
+/* No guard parts (RSK_PERCPU_GUARDED_): the counter's section tests the
+ * sign of the index itself, as it has no gate that a guard could close. */
 
 static size_t counter_size(int nr)
 {
@@ -28,11 +29,9 @@ RSK_EXPORT int rsk_counter_destroy(struct rsk_counter *c)
 	return c == NULL ? -EINVAL : rsk_percpu_destroy(c, counter_size(c->nr));
 }
 
-/* What one operation does: add `count`, or (exchange) take the value and
- * store `replace`. */
+/* What one operation does: add `count` (the slow path's add). */
 struct counter_op {
-	intptr_t count, replace;
-	intptr_t *old; /* non-NULL: exchange */
+	intptr_t count;
 };
 
 static enum rsk_try counter_attempt(void *s, void *arg, int *idx)
@@ -40,55 +39,92 @@ static enum rsk_try counter_attempt(void *s, void *arg, int *idx)
 	return rsk_counter_try_(s, ((struct counter_op *)arg)->count, idx, rsk_area_offset_());
 }
 
-/* Plain code: with the gate closed and the CPU fenced, no section touches
- * the part (the relaxed atomics are for concurrent readers). */
-static enum rsk_try counter_locked(void *s, int idx, void *arg)
+/* A thread that cannot run a section adds to the spill word of its home
+ * part: atomic, beside the sections (which never write it). */
+static enum rsk_try counter_spill(void *s, int idx, void *arg)
 {
 	struct rsk_counter_part *p = &((struct rsk_counter *)s)->part[idx];
-	struct counter_op *op = arg;
-	intptr_t v = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 
-	if (op->old != NULL)
-		*op->old = v;
-	else
-		op->replace = (intptr_t)((uintptr_t)v + (uintptr_t)op->count);
-	__atomic_store_n(&p->count, op->replace, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&p->spill, ((struct counter_op *)arg)->count, __ATOMIC_RELAXED);
 	return RSK_TRY_DONE;
-}
-
-static intptr_t *counter_gate(void *s, int idx)
-{
-	return &((struct rsk_counter *)s)->part[idx].gate;
 }
 
 static const struct rsk_percpu_kind counter_kind = {
 	.name = "rsk_counter",
 	.attempt = counter_attempt,
-	.locked = counter_locked,
-	.gate = counter_gate,
+	.locked = counter_spill,
+	.gate = NULL, /* the sections need none: see counter.h */
 };
+
+static int counter_alive(const struct rsk_counter *c);
 
 RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_try first)
 {
 	struct counter_op op = { .count = count };
 
+	/* No thread of the process runs sections (no rseq: fast_nr_ is 0),
+	 * so there is nothing to retry or register: the spill add at once.
+	 * This is every add of such a process, the fallback's fast path. */
+	if (first == RSK_TRY_NO_INDEX && c->fast_nr_ == 0 && counter_alive(c)) {
+		int idx = rsk_percpu_slow_index(c->mode, c->nr);
+
+		counter_spill(c, idx, &op);
+		rsk_note_slow_path_at(idx);
+		return idx;
+	}
 	return rsk_percpu_slow(c, &counter_kind, &op, first);
 }
 
+/* count + spill: every add to the part so far, in wrapping arithmetic. */
+static uintptr_t part_adds(const struct rsk_counter_part *p)
+{
+	return (uintptr_t)__atomic_load_n(&p->count, __ATOMIC_RELAXED) +
+	       (uintptr_t)__atomic_load_n(&p->spill, __ATOMIC_RELAXED);
+}
+
+/* The part's value.  base is loaded first, with acquire: if it is an
+ * exchange's new base, count and spill are read after that exchange read
+ * them (its store of base is a release), so the value is the exchanged-in
+ * value plus later adds, never less. */
+static intptr_t part_value(const struct rsk_counter_part *p)
+{
+	uintptr_t base = (uintptr_t)__atomic_load_n(&p->base, __ATOMIC_ACQUIRE);
+
+	return (intptr_t)(part_adds(p) - base);
+}
+
+static int counter_alive(const struct rsk_counter *c)
+{
+	return c->magic_ == RSK_PERCPU_MAGIC || c->magic_ == RSK_PERCPU_MAGIC_MAPPED;
+}
+
+/* Exact without stopping the adds: the adds seen by the one read of count
+ * and spill make the old value; base moves so that the part's value is
+ * `value` plus whatever is added after that read. */
 RSK_EXPORT int rsk_counter_exchange(struct rsk_counter *c, int cpu, intptr_t value, intptr_t *old)
 {
-	struct counter_op op = { .replace = value, .old = old };
+	struct rsk_counter_part *p;
+	uintptr_t adds;
+	int err;
 
-	if (old == NULL)
+	if (c == NULL || old == NULL || (unsigned)cpu >= (unsigned)c->nr || !counter_alive(c))
 		return -EINVAL;
-	return rsk_percpu_on_cpu(c, &counter_kind, cpu, &op);
+	p = &c->part[cpu];
+	err = rsk_lock_take_(&p->lock, "rsk_counter", c);
+	if (err != 0)
+		return err;
+	adds = part_adds(p);
+	*old = (intptr_t)(adds - (uintptr_t)__atomic_load_n(&p->base, __ATOMIC_RELAXED));
+	__atomic_store_n(&p->base, (intptr_t)(adds - (uintptr_t)value), __ATOMIC_RELEASE);
+	rsk_lock_drop_(&p->lock);
+	return 0;
 }
 
 RSK_EXPORT int rsk_counter_read(const struct rsk_counter *c, int cpu, intptr_t *value)
 {
 	if (c == NULL || value == NULL || (unsigned)cpu >= (unsigned)c->nr)
 		return -EINVAL;
-	*value = __atomic_load_n(&c->part[cpu].count, __ATOMIC_RELAXED);
+	*value = part_value(&c->part[cpu]);
 	return 0;
 }
 
@@ -99,12 +135,12 @@ RSK_EXPORT int rsk_counter_sum(const struct rsk_counter *c, intptr_t *sum)
 	if (c == NULL || sum == NULL)
 		return -EINVAL;
 	for (int i = 0; i < c->nr; i++)
-		s += (uintptr_t)__atomic_load_n(&c->part[i].count, __ATOMIC_RELAXED);
+		s += (uintptr_t)part_value(&c->part[i]);
 	*sum = (intptr_t)s;
 	return 0;
 }
 
-/* Every part, even after a part's fence failed: the first error is
+/* Every part, even after a part's lock failed: the first error is
  * reported, the other parts are reset. */
 RSK_EXPORT int rsk_counter_reset(struct rsk_counter *c)
 {

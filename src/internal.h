@@ -142,9 +142,13 @@ struct rsk_percpu_kind {
 	enum rsk_try (*attempt)(void *s, void *arg, int *idx);
 	/* The operation on part idx with plain code while its gate is
 	 * closed: RSK_TRY_DONE, RSK_TRY_EMPTY, RSK_TRY_FULL, or
-	 * RSK_TRY_CHANGED for "busy: wait and try again" (with `wait`). */
+	 * RSK_TRY_CHANGED for "busy: wait and try again" (with `wait`).
+	 * For a structure without gates: the operation done safely while
+	 * sections run on part idx (atomics, its own lock). */
 	enum rsk_try (*locked)(void *s, int idx, void *arg);
-	/* The gate of part idx. */
+	/* The gate of part idx; NULL for a structure whose sections need no
+	 * gate (the counter): then nothing is closed or fenced, and `locked`
+	 * runs beside the sections. */
 	intptr_t *(*gate)(void *s, int idx);
 	/* NULL, or how to wait for a busy part (a held lock) before the
 	 * next attempt: round counts the waits of this operation. */
@@ -166,9 +170,18 @@ struct rsk_percpu_kind {
 int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_try first);
 
 /* An operation on part `cpu` from anywhere (rsk_<name>_*_cpu): under its
- * gate.  Returns 0, -EINVAL (s NULL or destroyed, cpu outside the
+ * gate (k->gate is not NULL).  Returns 0, -EINVAL (s NULL or destroyed, cpu outside the
  * structure), -ENOENT, -ENOSPC, or the gate's error. */
 int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *arg);
+
+/* A gate without a fence (src/progress.c): a lock between slow paths
+ * that fork() waits for, and that reports -EDEADLK (the caller holds it:
+ * a handler interrupted its own thread) and -EOWNERDEAD as gates do.
+ * `what` and `obj` name it in RSEQKIT_GATE_WARN_MS reports. */
+int rsk_lock_take_(intptr_t *lock, const char *what, const void *obj);
+void rsk_lock_drop_(intptr_t *lock);
+/* Whether the calling thread holds *lock (a gate or such a lock). */
+int rsk_lock_mine_(const intptr_t *lock);
 
 /* rsk_note_slow_path() for a slow path that knows its part's index. */
 void rsk_note_slow_path_at(int idx);

@@ -196,6 +196,13 @@ int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg, enum rs
 			if (r == RSK_TRY_DONE)
 				return idx;
 		}
+		if (k->gate == NULL) {
+			/* No gate: `locked` is safe beside the sections. */
+			idx = rsk_percpu_slow_index(h->mode, h->nr);
+			r = k->locked(s, idx, arg);
+			rsk_note_slow_path_at(idx);
+			return r == RSK_TRY_DONE ? idx : final_error(r);
+		}
 		/* The one place that works on the structure without a
 		 * critical section: its gate makes the part ours. */
 		idx = close_some_gate(s, h, k, rsk_percpu_slow_index(h->mode, h->nr));

@@ -74,11 +74,8 @@ struct pool_impl {
 	size_t nslabs, growing, depot_free;
 };
 
-/* The progress layer's thread-id locks (src/progress.c), and its gate
- * close that names the structure in its reports. */
-int rsk_lock_take_(intptr_t *lock, const char *what, const void *obj);
-void rsk_lock_drop_(intptr_t *lock);
-int rsk_lock_mine_(const intptr_t *lock);
+/* The progress layer's holds without a word (src/progress.c); its locks
+ * are declared in internal.h. */
 void rsk_hold_enter_(void);
 void rsk_hold_leave_(void);
 

@@ -8,14 +8,15 @@
  *   migrate   migration works: fences return 0, the affinity is restored;
  *   blocked   a thread of ours runs on CPU 1 and the caller cannot get
  *             there: rsk_fence_cpu(1), rsk_fence_all(), a gate close and
- *             rsk_counter_exchange() on that part fail with -ENXIO (the
+ *             rsk_stack_push_cpu() on that part fail with -ENXIO (the
  *             documented errno; before: -EINVAL for one CPU, and 0 - CPU 1
  *             silently skipped - for all); the caller's own CPU is fenced;
- *             rsk_counter_reset() resets every other part and returns
- *             -ENXIO;
- *   blocked0  the same with CPUs 0 and 1 swapped: rsk_counter_reset() goes
- *             on past part 0, whose fence fails, to reset part 1 and the
- *             others, and returns -ENXIO;
+ *             the counter, which needs no fence, exchanges part 1 and
+ *             resets every part all the same;
+ *   blocked0  the same with CPUs 0 and 1 swapped, and part 0's exchange
+ *             lock held by the caller (as by an exchange its signal
+ *             handler interrupted): rsk_counter_reset() goes on past part
+ *             0 (-EDEADLK) to reset part 1 and the others;
  *   nobody    no thread of ours may run on CPU 1: fenced, 0;
  *   offline   CPU 1 offline (a bind mount over
  *             /sys/devices/system/cpu/online in a mount namespace: root):
@@ -113,17 +114,22 @@ static int fake_offline(void)
 
 enum { MIGRATE, BLOCKED, BLOCKED0, NOBODY, OFFLINE };
 static const char *const names[] = { "migrate", "blocked", "blocked0", "nobody", "offline" };
-static const int points[] = { 2, 6, 1, 1, 3 };
+static const int points[] = { 2, 7, 1, 1, 3 };
 
-/* rsk_counter_reset() with part `bad`'s fence failing: every other part
- * reset, part `bad` kept, -ENXIO. */
-static void reset_past(struct rsk_counter *c, int bad, const char *n)
+/* rsk_counter_reset() with part `bad`'s lock failing (-1: none): every
+ * other part reset, part `bad` kept, the lock's error returned.  `me` is
+ * the caller's thread id (a lock word holding it is the caller's). */
+static void reset_past(struct rsk_counter *c, int bad, intptr_t me, const char *n)
 {
-	int r, left = 0, wrong = 0;
+	int r, left = 1, wrong = 0;
 
 	for (int i = 0; i < c->nr; i++)
 		__atomic_store_n(&c->part[i].count, 10 + i, __ATOMIC_RELAXED);
+	if (bad >= 0)
+		__atomic_store_n(&c->part[bad].lock, me, __ATOMIC_RELAXED);
 	r = rsk_counter_reset(c);
+	if (bad >= 0)
+		__atomic_store_n(&c->part[bad].lock, 0, __ATOMIC_RELAXED);
 	for (int i = 0; i < c->nr; i++) {
 		intptr_t v = -1;
 		rsk_counter_read(c, i, &v);
@@ -132,15 +138,24 @@ static void reset_past(struct rsk_counter *c, int bad, const char *n)
 		else
 			wrong += v != 0;
 	}
-	tap_ok(r == -ENXIO && left && wrong == 0,
-	       "%s: rsk_counter_reset() with part %d's fence failing resets the %d other part(s), "
-	       "keeps part %d and returns -ENXIO (%d; part %d %s, %d other(s) not reset)",
-	       n, bad, c->nr - 1, bad, r, bad, left ? "kept" : "changed", wrong);
+	if (bad >= 0)
+		tap_ok(r == -EDEADLK && left && wrong == 0,
+		       "%s: rsk_counter_reset() with part %d's exchange lock held by the caller resets "
+		       "the %d other part(s), keeps part %d and returns -EDEADLK (%d; part %d %s, %d "
+		       "other(s) not reset)",
+		       n, bad, c->nr - 1, bad, r, bad, left ? "kept" : "changed", wrong);
+	else
+		tap_ok(r == 0 && wrong == 0,
+		       "%s: rsk_counter_reset() needs no fence: every part reset (%d; %d not reset)", n,
+		       r, wrong);
 }
 
 static int child(int which)
 {
 	struct rsk_counter *c = NULL;
+	struct rsk_stack *s = NULL;
+	struct rsk_stack_node node, *got = NULL;
+	intptr_t me = (intptr_t)syscall(SYS_gettid);
 	pthread_t t;
 	cpu_set_t before, after;
 	intptr_t old = 0, v0 = -1, v1 = -1;
@@ -148,6 +163,7 @@ static int child(int which)
 	int r, r2;
 
 	rsk_counter_create(&c, RSK_INDEX_CPU);
+	rsk_stack_create(&s, RSK_INDEX_CPU);
 	if (which == BLOCKED || which == BLOCKED0)
 		pthread_create(&t, NULL, on_cpu1, (void *)(intptr_t)(which == BLOCKED ? 1 : 0));
 	pin(which == BLOCKED0 ? 1 : 0);
@@ -184,16 +200,24 @@ static int child(int which)
 		       r);
 		r = rsk_gate_close(&gate, RSK_INDEX_CPU, 1);
 		tap_ok(r == -ENXIO && gate == 0, "%s: a gate of part 1: -ENXIO, left open (%d)", n, r);
-		r = rsk_counter_exchange(c, 1, 0, &old);
-		tap_ok(r == -ENXIO, "%s: rsk_counter_exchange() on part 1: -ENXIO, as documented (%d)",
-		       n, r);
-		reset_past(c, 1, n);
+		r = rsk_stack_push_cpu(s, 1, &node);
+		r2 = rsk_stack_pop_all_cpu(s, 1, &got);
+		tap_ok(r == -ENXIO && got == NULL,
+		       "%s: rsk_stack_push_cpu() on part 1: -ENXIO, nothing pushed, as documented (%d)", n,
+		       r);
+		__atomic_store_n(&c->part[1].count, 7, __ATOMIC_RELAXED);
+		r = rsk_counter_exchange(c, 1, 2, &old);
+		rsk_counter_read(c, 1, &v1);
+		tap_ok(r == 0 && old == 7 && v1 == 2,
+		       "%s: rsk_counter_exchange() on part 1 needs no fence: 0, old 7, now 2 (%d, %ld, %ld)",
+		       n, r, (long)old, (long)v1);
+		reset_past(c, -1, me, n);
 		stop = 1;
 		pthread_join(t, NULL);
 		break;
 	}
 	case BLOCKED0:
-		reset_past(c, 0, n);
+		reset_past(c, 0, me, n);
 		stop = 1;
 		pthread_join(t, NULL);
 		break;

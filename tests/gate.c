@@ -359,8 +359,9 @@ static int warn_child(void)
 	return 0;
 }
 
-/* The same with a structure's gate: a counter's part 0, held by another
- * thread while this one's rsk_counter_exchange() waits for it. */
+/* The same with a structure's lock: a counter's part 0 exchange lock (a
+ * gate without a fence), held by another thread while this one's
+ * rsk_counter_exchange() waits for it. */
 static int warn_counter_child(void)
 {
 	struct rsk_counter *c;
@@ -371,11 +372,11 @@ static int warn_counter_child(void)
 
 	if (rsk_counter_create(&c, RSK_INDEX_CPU) != 0)
 		return 1;
-	h.word = &c->part[0].gate;
+	h.word = &c->part[0].lock;
 	t = start_holder(&h);
 	r = rsk_counter_exchange(c, 0, 5, &old);
 	pthread_join(t, NULL);
-	printf("gate=%p tid=%d r=%d obj=%p\n", (void *)&c->part[0].gate, h.tid, r, (void *)c);
+	printf("gate=%p tid=%d r=%d obj=%p\n", (void *)&c->part[0].lock, h.tid, r, (void *)c);
 	return rsk_counter_destroy(c);
 }
 
@@ -430,14 +431,14 @@ static void warn_env(void)
 	status = run_child(self, "--warn", "abc", out, sizeof(out), err, sizeof(err));
 	tap_ok(status == 0 && strstr(err, "RSEQKIT_GATE_WARN_MS=abc ignored") != NULL,
 	       "RSEQKIT_GATE_WARN_MS=abc: \"%.*s\"", (int)strcspn(err, "\n"), err);
-	/* A structure's gate: the report names the structure. */
+	/* A structure's lock (the counter's exchange lock, a gate without
+	 * a fence): the report names the structure. */
 	void *obj = NULL;
 	status = run_child(self, "--warn-counter", "50", out, sizeof(out), err, sizeof(err));
 	sscanf(out, "gate=%p tid=%d r=%d obj=%p", &addr, &tid, &r, &obj);
-	snprintf(want, sizeof(want), "rsk_counter %p: gate %p of part 0 held by thread %d", obj,
-		 addr, tid);
+	snprintf(want, sizeof(want), "rsk_counter %p: lock %p held by thread %d", obj, addr, tid);
 	tap_ok(status == 0 && r == 0 && strstr(err, want) != NULL,
-	       "RSEQKIT_GATE_WARN_MS=50, a counter's gate held 300 ms: \"%.*s\"",
+	       "RSEQKIT_GATE_WARN_MS=50, a counter's exchange lock held 300 ms: \"%.*s\"",
 	       (int)strcspn(err, "\n"), err);
 }
 

@@ -356,12 +356,23 @@ static void remote(enum rsk_index_mode mode, const char *mn)
 /*
  * A signal handler whose operation finds the part's gate held by the very
  * thread it interrupted (here: the test closes the gate of the part its
- * next add would use, then raises the signal) must finish on another part,
- * not wait for itself.  A hang is caught by the alarm.
+ * next push would use, then raises the signal) must finish on another
+ * part, not wait for itself.  A hang is caught by the alarm.  The
+ * counter has no gate: a handler's add while its thread holds a part's
+ * exchange lock just adds.
  */
-#define N_SIGNAL 3
-static struct rsk_counter *sig_counter;
+#define N_SIGNAL 4
+static struct rsk_stack *sig_stack;
+static struct rsk_stack_node sig_nodes[3];
+static int sig_next;
 static volatile int sig_ret = -1000;
+static struct rsk_counter *sig_counter;
+
+static void sig_push(int signo)
+{
+	(void)signo;
+	sig_ret = rsk_stack_push(sig_stack, &sig_nodes[sig_next++]);
+}
 
 static void sig_add(int signo)
 {
@@ -369,38 +380,68 @@ static void sig_add(int signo)
 	sig_ret = rsk_counter_add(sig_counter, 1);
 }
 
+/* Nodes on every part of the stack (drained: the stack is left empty). */
+static int sig_drain(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < sig_stack->nr; i++) {
+		struct rsk_stack_node *node = NULL;
+
+		if (rsk_stack_pop_all_cpu(sig_stack, i, &node) >= 0)
+			for (; node != NULL; node = node->next)
+				n++;
+	}
+	return n;
+}
+
 static void signal_on_own_gate(void)
 {
-	struct sigaction sa = { .sa_handler = sig_add };
+	struct sigaction sa = { .sa_handler = sig_push };
 	intptr_t sum = -1;
 	int idx;
 
-	if (rsk_counter_create(&sig_counter, RSK_INDEX_CPU) != 0) {
+	if (rsk_stack_create(&sig_stack, RSK_INDEX_CPU) != 0 ||
+	    rsk_counter_create(&sig_counter, RSK_INDEX_CPU) != 0) {
 		for (int i = 0; i < N_SIGNAL; i++)
-			tap_ok(0, "signal: cannot create a counter");
+			tap_ok(0, "signal: cannot create a stack and a counter");
 		return;
 	}
-	idx = rsk_counter_add(sig_counter, 1); /* the part this thread uses */
+	idx = rsk_stack_push(sig_stack, &sig_nodes[sig_next++]); /* this thread's part */
 	sigaction(SIGUSR1, &sa, NULL);
 	alarm(20);
-	tap_ok(idx >= 0 && rsk_gate_close(&sig_counter->part[idx].gate, sig_counter->mode, idx) == 0,
+	tap_ok(idx >= 0 && rsk_gate_close(&sig_stack->part[idx].gate, sig_stack->mode, idx) == 0,
 	       "signal: the thread closes the gate of its part %d", idx);
 	raise(SIGUSR1);
-	rsk_gate_open(&sig_counter->part[idx].gate);
+	rsk_gate_open(&sig_stack->part[idx].gate);
+	alarm(0);
+	if (nr > 1)
+		tap_ok(sig_ret >= 0 && sig_ret != idx,
+		       "signal: the handler's push went to part %d, not the held %d", sig_ret, idx);
+	else
+		tap_ok(sig_ret == -EDEADLK, "signal: one part, held by the interrupted thread: -EDEADLK (%d)",
+		       sig_ret);
+	sig_ret = -1000;
+	raise(SIGUSR1); /* the gate open again: an ordinary push */
+	tap_ok(sig_ret >= 0 && sig_drain() == (nr > 1 ? 3 : 2), "signal: then a push in a handler as usual");
+
+	/* The counter: its exchange lock held by this thread, as if a
+	 * handler had interrupted an exchange; the handler's add adds. */
+	sa.sa_handler = sig_add;
+	sigaction(SIGUSR1, &sa, NULL);
+	idx = rsk_counter_add(sig_counter, 1);
+	alarm(20);
+	if (idx >= 0 && rsk_gate_close(&sig_counter->part[idx].lock, sig_counter->mode, idx) == 0) {
+		raise(SIGUSR1);
+		rsk_gate_open(&sig_counter->part[idx].lock);
+	}
 	alarm(0);
 	rsk_counter_sum(sig_counter, &sum);
-	if (nr > 1)
-		tap_ok(sig_ret >= 0 && sig_ret != idx && sum == 2,
-		       "signal: the handler's add went to part %d, not the held %d; sum %ld",
-		       sig_ret, idx, (long)sum);
-	else
-		tap_ok(sig_ret == -EDEADLK && sum == 1,
-		       "signal: one part, held by the interrupted thread: -EDEADLK (%d)", sig_ret);
-	sig_ret = -1000;
-	raise(SIGUSR1); /* the gate open again: an ordinary add */
-	rsk_counter_sum(sig_counter, &sum);
-	tap_ok(sig_ret >= 0 && sum == (nr > 1 ? 3 : 2), "signal: then an add in a handler as usual");
+	tap_ok(idx >= 0 && sig_ret >= 0 && sum == 2,
+	       "signal: a counter add in a handler whose thread holds a part's exchange lock adds (%d, sum %ld)",
+	       sig_ret, (long)sum);
 	signal(SIGUSR1, SIG_DFL);
+	rsk_stack_destroy(sig_stack);
 	rsk_counter_destroy(sig_counter);
 }
 

@@ -3,23 +3,36 @@
  * rseqkit/counter.h - per-CPU counter.
  *
  * One intptr_t per CPU part; rsk_counter_add() is one restartable add on
- * the current CPU's part (no lock prefix, no shared cache line), the
- * readers sum the parts.
+ * the current CPU's part (no lock prefix, no shared cache line, no gate),
+ * the readers sum the parts.
+ *
+ * A part's value is count + spill - base.  Only sections on the part's
+ * CPU write `count`; a thread that cannot run a section (no rseq, not
+ * registered, too many aborts) adds to `spill` with an atomic add; an
+ * exchange moves `base` under the part's lock.  So no add ever waits for
+ * a gate or a fence, and an exchange takes no fence either: it reads
+ * count and spill once and sets base so that what came before those
+ * reads is the old value, everything after the new one.
  *
  * Synchronization (see also <rseqkit/percpu.h>):
  *
  *   operation              may run concurrently with    ordering
  *   ---------------------  ---------------------------  ---------------------
- *   rsk_counter_add        add, read, sum               none (relaxed)
- *   rsk_counter_read       add, read, sum               relaxed load
- *   rsk_counter_sum        add, read, sum               relaxed loads; not a
+ *   rsk_counter_add        everything                   none (relaxed)
+ *   rsk_counter_read       everything                   relaxed loads; beside
+ *                                                       an exchange of that
+ *                                                       part, the value
+ *                                                       before or after it
+ *   rsk_counter_sum        everything                   as read, part by
+ *                                                       part; not a
  *                                                       snapshot: adds during
  *                                                       the walk may or may
  *                                                       not be counted
- *   rsk_counter_exchange   everything                   exact: the part's
- *                                                       value is taken and
- *                                                       replaced atomically
- *                                                       (gate + fence)
+ *   rsk_counter_exchange   everything                   exact: every add is
+ *                                                       in the old value or
+ *                                                       in the new one, once
+ *                                                       (the part's lock
+ *                                                       orders exchanges)
  *   rsk_counter_reset      everything                   each part exact, as
  *                                                       exchange; not one
  *                                                       snapshot of all
@@ -39,8 +52,10 @@ extern "C" {
 #endif
 
 struct rsk_counter_part {
-	intptr_t count;
-	intptr_t gate; /* the progress protocol's gate */
+	intptr_t count; /* written by sections on this part's CPU only */
+	intptr_t spill; /* atomic adds of threads without a section */
+	intptr_t base;	/* subtracted: moved by exchanges, under lock */
+	intptr_t lock;	/* orders exchanges (a gate without a fence) */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_counter {
@@ -83,11 +98,11 @@ int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_try first)
 
 /*
  * rsk_counter_add - add count (any sign) to the current CPU's part.
- * Returns the index of that part (>= 0), -EINVAL if c is NULL (or, from
- * the slow path, a fence error: nothing added).  One restartable add;
- * without rseq, or after too many aborts, the slow path adds under the
- * part's gate.  Async-signal-safe, also in a handler that interrupted an
- * operation of its own thread on c.
+ * Returns the index of that part (>= 0), or -EINVAL if c is NULL or
+ * destroyed (seen on the slow path).  One restartable add; without rseq,
+ * or after too many aborts, the slow path adds with one atomic add to the
+ * thread's home part: it never waits.  Async-signal-safe, also in a
+ * handler that interrupted an operation of its own thread on c.
  */
 RSK_PERCPU_INLINE int rsk_counter_add(struct rsk_counter *c, intptr_t count)
 {
@@ -124,20 +139,20 @@ int rsk_counter_sum(const struct rsk_counter *c, intptr_t *sum);
 /*
  * rsk_counter_exchange - replace the value of part `cpu` with `value` and
  * store the old one in *old, exactly: no add is lost or counted twice,
- * while other threads keep adding (the part's gate is closed and its CPU
- * fenced for the exchange).  Returns 0, -EINVAL (c or old NULL, cpu
- * outside [0, c->nr)), -ENXIO (the fence failed), -EDEADLK (called from a
- * handler whose thread holds that part's gate), -EOWNERDEAD (the gate's
- * holder is gone): nothing changed on an error.
+ * while other threads keep adding (no fence: the adds are not stopped).
+ * Returns 0, -EINVAL (c or old NULL, cpu outside [0, c->nr)), -EDEADLK
+ * (called from a handler whose thread is in an exchange of that part),
+ * -EOWNERDEAD (a thread that died in an exchange of that part holds its
+ * lock): nothing changed on an error.
  */
 int rsk_counter_exchange(struct rsk_counter *c, int cpu, intptr_t value, intptr_t *old);
 
 /*
  * rsk_counter_reset - set every part to 0, each exactly as
  * rsk_counter_exchange() does, while other threads may keep adding.  It
- * goes on past a part whose gate or fence fails (-ENXIO, -EDEADLK,
- * -EOWNERDEAD), resets the others and returns the first error; 0 when
- * every part was reset, -EINVAL if c is NULL.
+ * goes on past a part whose lock fails (-EDEADLK, -EOWNERDEAD), resets
+ * the others and returns the first error; 0 when every part was reset,
+ * -EINVAL if c is NULL.
  */
 int rsk_counter_reset(struct rsk_counter *c);
 

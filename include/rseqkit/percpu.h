@@ -33,6 +33,10 @@
  *    slower.
  *  - Operations on another CPU's part (rsk_<name>_*_cpu) use the same
  *    gate, so they are safe while that CPU's threads run.
+ *  - The exception is the counter, whose parts need no gate: a thread
+ *    without a section adds to a second word of the part atomically, and
+ *    an exchange moves a third (<rseqkit/counter.h>).  Its section is
+ *    the hand-written one plus a test of the index's sign.
  *
  * Fast path.  Only the first attempt of an operation is inline (always: a
  * call would cost as much as the section); whatever it did not finish -
@@ -292,7 +296,7 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_ADD(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), count); \
+			  RSK_PERCPU_VDISP_(T, field), count);                 \
 	} while (0)
 #define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                      \
 	do {                                                                   \
@@ -339,8 +343,24 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		}                                                              \
 		RSK_TSAN_ACQUIRE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
 	} while (0)
+/* The add has no gate (the counter's parts need none: src/counter.c);
+ * the `if (0)` keeps the caller's `stopped` label used, as on x86-64. */
 #define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                             \
-	RSK_PERCPU_PART_OP_(s, T, off, pos, field, aborted, add, count)
+	do {                                                                   \
+		uint32_t ioff_ = (s)->index_offset_, i_;                       \
+		rsk_arch_area_t area_;                                         \
+		if (0)                                                         \
+			goto stopped;                                          \
+		if (RSK_PERCPU_UNLIKELY(                                       \
+			    !rsk_percpu_enter_((off), ioff_, (s)->fast_nr_, &area_, &i_))) \
+			goto noindex;                                          \
+		(pos) = (uintptr_t)i_ << 7;                                    \
+		if (RSK_PERCPU_UNLIKELY(rsk_arch_add_at(                       \
+			    area_, ioff_, (int)i_,                             \
+			    (intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
+			    (count)) != RSK_OK))                               \
+			goto aborted;                                          \
+	} while (0)
 #define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                      \
 	RSK_PERCPU_PART_OP_(s, T, off, pos, field, cmpfail, cmpstore, expect, newv)
 #define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                       \
