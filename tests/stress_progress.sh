@@ -73,7 +73,7 @@ for t in $TESTS; do
 done
 for t in $TESTS; do
 	if [ $have_valgrind = 1 ]; then
-		run valgrind -q --error-exitcode=3 "$STRESS" -T $t -t 4 -r 200
+		run valgrind -q --fair-sched=yes --error-exitcode=3 "$STRESS" -T $t -t 4 -r 200
 	else
 		n=$((n + 1))
 		if command -v valgrind >/dev/null 2>&1; then

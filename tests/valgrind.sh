@@ -12,7 +12,7 @@
 BUILD=${BUILD:-build}
 INFO=$BUILD/bin/rseqkit-info
 IDENTITY=$BUILD/tests/identity.t
-VG="valgrind --error-exitcode=99 --leak-check=full -q"
+VG="valgrind --fair-sched=yes --error-exitcode=99 --leak-check=full -q"
 
 if ! command -v valgrind >/dev/null 2>&1; then
 	echo "1..0 # SKIP valgrind is not installed [pkg valgrind]"
