@@ -421,6 +421,7 @@ RSK_EXPORT int rsk_mempool_create(struct rsk_mempool **out, const struct rsk_mem
 	pi->pub.mode = cfg->mode;
 	if (cfg->mode == RSK_INDEX_CID && !rsk_mm_cid_available())
 		pi->pub.mode = RSK_INDEX_CPU;
+	pi->pub.index_offset_ = pi->pub.mode == RSK_INDEX_CPU ? RSK_ABI_OFF_CPU_ID : RSK_ABI_OFF_MM_CID;
 	pi->pub.nr = rsk_possible_cpus();
 	pi->pub.size = cfg->size;
 	pi->flags = cfg->flags;

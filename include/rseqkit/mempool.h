@@ -180,6 +180,7 @@ struct rsk_mempool {
 	int nr;			  /* read-only: copies per object */
 	intptr_t *gate;		  /* read-only: copy 0 of the pool's gate word */
 	size_t size;		  /* read-only: object size */
+	uint32_t index_offset_;	  /* Not API: the area field of mode's index */
 };
 
 /*
@@ -285,6 +286,30 @@ rsk_pcounter_try_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, enum rsk_ind
 	return rsk_gated_add(mode, i, rsk_mempool_gate(p, i), rsk_percpu_ptr(ctr, i), v);
 }
 
+#if defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(RSK_TSAN) && !defined(RSEQKIT_ANALYZER)
+/* The section reads the index itself (no bound check, no mode branch):
+ * the arch's stride operation. */
+static inline __attribute__((always_inline)) int
+rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
+{
+	ptrdiff_t off = rsk_area_offset_();
+	uintptr_t pos;
+
+	if (__builtin_expect(p == NULL || ctr == NULL, 0))
+		return -EINVAL;
+	/* No area yet (first use) or no rseq: arming would write the TCB. */
+	if (__builtin_expect(off == 0, 0))
+		return rsk_pcounter_slow_(p, ctr, v, RSK_STOPPED);
+	RSK_INJECT_C(7);
+	RSK_ARCH_STRIDE_GATED_ADD(rsk_arch_area_of(off), p->index_offset_, ctr, p->gate,
+				  RSK_MEMPOOL_SHIFT, pos, v);
+	return (int)(pos >> RSK_MEMPOOL_SHIFT);
+aborted:
+	return rsk_pcounter_slow_(p, ctr, v, RSK_ABORTED);
+stopped:
+	return rsk_pcounter_slow_(p, ctr, v, RSK_STOPPED);
+}
+#else
 static inline __attribute__((always_inline)) int
 rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 {
@@ -300,6 +325,7 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 		return idx;
 	return rsk_pcounter_slow_(p, ctr, v, ret);
 }
+#endif
 
 /*
  * rsk_pcounter_read - *value = copy idx of *ctr.  rsk_pcounter_sum - *sum

@@ -456,6 +456,42 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 			: aborted, stopped);                                   \
 	} while (0)
 
+/*
+ * Stride operation (optional in the contract: RSK_ARCH_HAS_STRIDE_OPS),
+ * for per-CPU memory whose copy i of an object is at obj + (i << SHIFT)
+ * (<rseqkit/mempool.h>): the section reads the index, scales it by the
+ * stride, leaves through `stopped` if it is negative (not registered) or
+ * if the gate's copy i (gate + pos) is not 0, and adds count to obj + pos.
+ * The index is not compared with the number of copies, for the reason
+ * the part operations give (the copies cover every possible CPU).  On
+ * commit, pos holds index << SHIFT.
+ */
+#define RSK_ARCH_HAS_STRIDE_OPS 1
+#define RSK_ARCH_STRIDE_GATED_ADD(area_, ioff_, obj_, gate_, shift_, pos_, count_)        \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			".pushsection __rseq_exit_point_array, \"aw\"\n\t"      \
+			".quad 1f, %l[stopped]\n\t"                             \
+			".popsection\n\t" RSK_X64_DESCRIBE RSK_X64_ARM "1:\n\t"  \
+			RSK_INJECT_ASM(1)                                      \
+			"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"           \
+			"shlq %[shift], %[pos]\n\t"                            \
+			"js %l[stopped]\n\t"                                    \
+			"cmpq $0, (%[gate], %[pos])\n\t"                       \
+			"jnz %l[stopped]\n\t"                                  \
+			RSK_INJECT_ASM(2) /* as rsk_gated_add: after the gate */ \
+			"addq %[count], (%[obj], %[pos])\n"                     \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_X64_INJECT_OUT \
+			: [area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)),    \
+			  [obj] "r"(obj_), [gate] "r"(gate_), [shift] "i"(shift_), \
+			  [count] "re"(count_)RSK_X64_INJECT_IN                 \
+			: "cc"                                                 \
+			: aborted, stopped);                                   \
+	} while (0)
+
 #define RSK_ARCH_PART_CAS(area_, ioff_, base_, pos_, vdisp_, gdisp_, expect_, newv_)              \
 	do {                                                                   \
 		intptr_t tmp;                                                  \
