@@ -184,8 +184,12 @@ check-numa:
 check-cross:
 	tests/qemu/check-cross.sh $(ARCH)
 
-bench: all
+# The structures' bench, then the per-CPU memory's (tools/mempool-bench.c:
+# alloc + free, pool counter against rsk_counter, 10,000 counters' memory
+# and sum time; BENCH_ARGS=--quick makes both short).
+bench: all $(BUILD)/bin/mempool-bench
 	@st=0; $(BUILD)/bin/rseqkit-bench $(BENCH_ARGS) || st=1; \
+	echo; $(BUILD)/bin/mempool-bench $(filter --quick,$(BENCH_ARGS)) || st=1; \
 	CC="$(CC)" tests/bin/deps.sh summary bench || st=1; exit $$st
 
 # The optional Debian packages (.ci/packages, the list .ci/run uses too):

@@ -7,7 +7,8 @@
 #   - the README's package table names every package of the "optional"
 #     group of .ci/packages (the list make deps and .ci/run install);
 #   - rseqkit(7) names every architecture the README does;
-#   - rseqkit-stress refuses an injection point its test lacks.
+#   - rseqkit-stress refuses an injection point its test lacks;
+#   - the GUIDE's complete example is examples/quota.c.
 #
 # Environment (set by "make check"): BUILD.
 set -u
@@ -42,6 +43,15 @@ rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q 'never passes injection point 4'
 ok $? "rseqkit-stress -T i -4 300 is refused (exit $rc)"
 echo "$out" | head -n 2 | sed 's/^/# /'
+
+# The GUIDE's complete example (section 11) is examples/quota.c as built
+# and run by make check: the file after its header comment, line for line.
+guide=$(awk '/^\*\*A complete example\*\*, \[`examples\/quota.c`\]/ { on = 1 }
+	on && /^```c$/ { code = 1; next }
+	on && code && /^```$/ { exit }
+	on && code { print }' doc/GUIDE.md)
+[ -n "$guide" ] && [ "$guide" = "$(sed '1,/^ \*\/$/d' examples/quota.c)" ]
+ok $? "doc/GUIDE.md's complete example is examples/quota.c (after its header comment)"
 
 echo "1..$n"
 [ $fails -eq 0 ]

@@ -92,7 +92,7 @@ commands() {
 		case $2 in *rseq_debug=1*) echo "$cfg.syscall-in-section $env /bin/syscall-in-section" ;; esac
 		if [ -n "$stress" ]; then
 			for mode in cpu cid; do
-				for t in i s l b m; do
+				for t in i s l b m a; do
 					echo "$cfg.stress.$mode.$t $env /bin/rseqkit-stress -T $t -I $mode -t 8 -r 2000 -1 2000"
 				done
 			done
