@@ -8,6 +8,10 @@
  * its free objects (the depot never writes into objects: a debug pool's
  * poison stays intact) and, in debug pools, a state byte per object.
  *
+ * A refill or flush of the calling thread's own cache takes no gate: it
+ * is a gated section of its own (cache_fill_here, cache_take_here), so no
+ * membarrier fence per batch.
+ *
  * Nothing slow happens under a part's gate: the depot lock, mmap/munmap
  * and the debug pools' memsets are taken or done with every gate open
  * (objects move between a cache and the depot through a scratch buffer),
@@ -642,6 +646,72 @@ static int cache_push(struct pool_impl *pi, int idx, intptr_t obj, struct xfer *
 	return 0;
 }
 
+/*
+ * The caller's own cache, without its gate: when the thread's index is idx
+ * a critical section can move objects in or out of cache idx, and the
+ * kernel restarts it if the thread moves, so no gate is closed and no CPU
+ * fenced (a membarrier system call per refill or flush otherwise).  The
+ * section is gated (a slow path elsewhere holding the part makes it stop)
+ * and commits by storing the count, after a speculative copy: into the
+ * free slots above the count, or out into the caller's scratch buffer.
+ * Each returns 1 if it committed, 0 if the caller must take the gate (the
+ * thread has another index or none, the gate is closed, or the section
+ * kept failing).
+ */
+#define HERE_TRIES 4
+
+/* Copy objs[0..n) into cache idx, as many as fit (*filled). */
+static int cache_fill_here(struct pool_impl *pi, int idx, const intptr_t *objs, size_t n,
+			   long *filled)
+{
+	struct rsk_pool_part *c = get_part(pi, idx);
+
+	for (int t = 0; c != NULL && t < HERE_TRIES; t++) {
+		intptr_t count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+		size_t k = (size_t)(pi->pub.capacity - count);
+		int r;
+
+		if (rsk_index(pi->pub.mode) != idx)
+			return 0;
+		if (k > n)
+			k = n;
+		r = rsk_gated_cmpcopystore_release(pi->pub.mode, idx, &c->gate, &c->count, count,
+						   &c->slot[count], objs, k, count + (intptr_t)k);
+		if (r == RSK_OK) {
+			*filled = (long)k;
+			return 1;
+		}
+		if (r == RSK_STOPPED)
+			return 0;
+	}
+	return 0;
+}
+
+/* Take the newest (up to) n objects of cache idx into out (*taken): the
+ * section cannot move the others down, so the oldest stay. */
+static int cache_take_here(struct pool_impl *pi, int idx, intptr_t *out, size_t n, size_t *taken)
+{
+	struct rsk_pool_part *c = get_part(pi, idx);
+
+	for (int t = 0; c != NULL && t < HERE_TRIES; t++) {
+		intptr_t count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+		size_t k = (size_t)count < n ? (size_t)count : n;
+		int r;
+
+		if (rsk_index(pi->pub.mode) != idx)
+			return 0;
+		r = rsk_gated_cmpcopystore(pi->pub.mode, idx, &c->gate, &c->count, count, out,
+					   &c->slot[count - (intptr_t)k], k, count - (intptr_t)k);
+		if (r == RSK_OK) {
+			*taken = k;
+			return 1;
+		}
+		if (r == RSK_STOPPED)
+			return 0;
+	}
+	return 0;
+}
+
 /* A signal handler's way round a part or a depot it interrupted: another
  * part's cache. */
 static int other_pop(struct pool_impl *pi, int idx, intptr_t *obj)
@@ -692,7 +762,7 @@ static intptr_t refill(struct pool_impl *pi, int idx, int use_cache, int *err)
 	if (got > 0) {
 		long k = 0;
 		obj = x.buf[0];
-		if (got > 1) {
+		if (got > 1 && !cache_fill_here(pi, idx, x.buf + 1, got - 1, &k)) {
 			k = cache_fill(pi, idx, x.buf + 1, got - 1);
 			if (k < 0)
 				k = 0;
@@ -787,8 +857,26 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 	 * scratch buffer, taken only when the cache looks full. */
 	mine = rsk_lock_mine_(&pi->lock);
 	full = !mine && c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) >= p->capacity;
-	if (full)
+	if (full) {
+		size_t n;
+
 		xfer_get(pi, &x);
+		n = (size_t)pi->batch < x.cap ? (size_t)pi->batch : x.cap;
+		/* The thread's own full cache: a section moves a batch out
+		 * (to the depot), then the fast path has room for obj. */
+		if (cache_take_here(pi, idx, x.buf, n, &moved)) {
+			int done = rsk_pool_try_free_(p, obj, rsk_area_offset_()) == RSK_OK;
+
+			if (depot_put_all(pi, x.buf, moved) != 0)
+				for (size_t i = 0; i < moved; i++) /* the depot's holder died */
+					overflow_put(pi, x.buf[i]);
+			moved = 0;
+			if (done) {
+				xfer_put(pi, &x);
+				return 0;
+			}
+		}
+	}
 	err = cache_push(pi, idx, (intptr_t)obj, full ? &x : NULL, &moved);
 	if (err == -ENOSPC && !mine) {
 		/* It filled meanwhile. */

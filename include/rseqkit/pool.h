@@ -9,7 +9,11 @@
  * rsk_cmpcmpstore / rsk_cmpstorestore_release, as ptrbuf.h).  When the
  * cache is empty, the slow path refills it with a batch of half its
  * capacity from the pool's depot; when it is full, the slow path flushes
- * half of it to the depot.  The depot is a mutex-protected set of slabs,
+ * half of it to the depot.  A refill or flush of the calling thread's own
+ * cache is itself a critical section (a gated rsk_cmpcopystore: a copy
+ * into the free slots, or out of the newest ones, committed by storing
+ * the count): no gate closed, no CPU fenced; only when that section
+ * cannot run or keeps failing does the slow path close the part's gate.  The depot is a mutex-protected set of slabs,
  * each an aligned mmap() region of at least 64 KiB (at least 64 objects
  * up to 4 KiB, 8 beyond), that keeps a free count per slab;
  * rsk_pool_trim() returns slabs whose objects are all in the depot to the
