@@ -79,12 +79,16 @@
 static __thread struct rsk_stats thread_stats;
 
 /*
- * Process totals, one 128-byte slot per CPU: the slow path of a process
- * without rseq counts every operation, and one shared counter would make
- * every thread bounce its cache line.  The slots are mapped at init
- * (rsk_stats_init()), never later: an event may be counted inside a
+ * Process totals.  Each thread counts its events in its own holder slot
+ * (below: one 128-byte slot per thread, kept when the thread exits and
+ * reused by a later one, so nothing is lost), with plain stores: the
+ * slow path of a process without rseq counts every operation, and an
+ * atomic add per event cost as much as the operation.  rsk_stats_process()
+ * sums the slots.  A thread without a slot of its own (none could be
+ * mapped) counts with atomic adds in one 128-byte slot per CPU, mapped at
+ * init (rsk_stats_init()), never later: an event may be counted inside a
  * signal handler that interrupted malloc.  Until then (or if mapping
- * failed) everything lands in the spare slot.
+ * failed) those land in the spare slot.
  */
 enum { ST_ABORTS, ST_SLOW_PATHS, ST_FENCES, ST_GATE_WAITS, ST_N };
 struct stat_slot {
@@ -113,6 +117,11 @@ static struct stat_slot *stat_slot_for(int cpu)
 	return &s[cpu];
 }
 
+/* The calling thread's own counts (NULL: it has no slot of its own), and
+ * the sum of every thread's (the holder slots, defined below). */
+static uint64_t *own_counts(void);
+static uint64_t slot_counts_total(int which);
+
 static uint64_t stat_total(int which)
 {
 	struct stat_slot *s = __atomic_load_n(&stat_slots, __ATOMIC_ACQUIRE);
@@ -120,7 +129,7 @@ static uint64_t stat_total(int which)
 
 	for (int i = 0; s != NULL && i < __atomic_load_n(&stat_nslots, __ATOMIC_RELAXED); i++)
 		t += __atomic_load_n(&s[i].v[which], __ATOMIC_RELAXED);
-	return t;
+	return t + slot_counts_total(which);
 }
 
 static unsigned abort_limit; /* 0 until first read */
@@ -131,8 +140,14 @@ static int membarrier_state;
 /* Count an event of the calling thread, on CPU (or index) `cpu`. */
 static void count_event(uint64_t *mine, int which, int cpu)
 {
+	uint64_t *own = own_counts();
+
 	(*mine)++;
-	__atomic_add_fetch(&stat_slot_for(cpu)->v[which], 1, __ATOMIC_RELAXED);
+	if (LIKELY(own != NULL)) /* only this thread writes it */
+		__atomic_store_n(&own[which], __atomic_load_n(&own[which], __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELAXED);
+	else
+		__atomic_add_fetch(&stat_slot_for(cpu)->v[which], 1, __ATOMIC_RELAXED);
 }
 
 RSK_EXPORT void rsk_note_abort(void)
@@ -328,13 +343,15 @@ static void gate_wake(intptr_t *gate)
 
 /* ---- holder slots ---- */
 
-#define GATE_TRACK 12 /* gates remembered per thread (for the fork child) */
+#define GATE_TRACK 11 /* gates remembered per thread (for the fork child) */
 
 struct gate_slot {
 	int32_t owner;		    /* thread id of its owner, 0 when free */
 	int32_t nheld;		    /* gates and locks held or being taken */
 	intptr_t *held[GATE_TRACK]; /* the first GATE_TRACK of them (NULL: not known) */
+	uint64_t counts[ST_N];	    /* events of its owners, past and present */
 } __attribute__((aligned(128)));
+_Static_assert(sizeof(struct gate_slot) == 128, "a holder slot is one 128-byte line pair");
 
 #define SLOT_CHUNK_BYTES 8192
 struct slot_chunk {
@@ -409,6 +426,24 @@ static inline struct gate_self *self(void)
 	if (UNLIKELY(__atomic_load_n(&g->tid, __ATOMIC_RELAXED) == 0))
 		self_init(g);
 	return g;
+}
+
+static uint64_t *own_counts(void)
+{
+	struct gate_slot *s = self()->slot;
+
+	return s == &shared_slot ? NULL : s->counts;
+}
+
+static uint64_t slot_counts_total(int which)
+{
+	uint64_t t = 0;
+
+	for (struct slot_chunk *c = __atomic_load_n(&slot_chunks, __ATOMIC_ACQUIRE); c != NULL;
+	     c = c->next)
+		for (int i = 0; i < c->nslots; i++)
+			t += __atomic_load_n(&c->slot[i].counts[which], __ATOMIC_RELAXED);
+	return t;
 }
 
 /* Count one more hold (before the compare-and-swap); returns the count
