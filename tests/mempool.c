@@ -670,7 +670,8 @@ static void numa(int require_nodes)
 
 /* The row of the issue's "committed memory of a cid pool used by 2 threads
  * on a machine with 64 possible CPUs" (tests/qemu/mempool-numa.sh boots
- * with -smp 2,maxcpus=64): 10,000 pool-backed counters in CID mode, two
+ * 64 CPUs of which the kernel brings up 2, maxcpus=2, and checks that the
+ * guest's possible CPUs are 0-63): 10,000 pool-backed counters in CID mode, two
  * threads adding to each, against 10,000 rsk_counters (RSS growth). */
 static long rss(void)
 {
