@@ -31,6 +31,9 @@
  *
  * Injection points (test builds): push - 7 after reading the index, 8
  * after reading the count; pop - 7, 8 likewise, 9 after reading the slot.
+ * On x86-64 (RSK_ARCH_HAS_STRIDE_OPS) the section reads all three itself:
+ * 7 is before it, 8 and 9 are not on the way, and the section's own
+ * points are 1 (armed), 2 (gate open) and 3 (before the commit).
  */
 #ifndef RSEQKIT_PTRBUF_H
 #define RSEQKIT_PTRBUF_H
@@ -87,6 +90,60 @@ enum rsk_ptrbuf_op_ { RSK_PTRBUF_PUSH_, RSK_PTRBUF_POP_ };
 int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, void **out,
 		     enum rsk_try first);
 
+#if defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(RSK_TSAN) && !defined(RSEQKIT_ANALYZER)
+/* The arch's stride part operations: the section reads the index, finds
+ * the part (index * stride), checks the gate and the count itself, so
+ * nothing is read before it but the buffer's constants. */
+#define RSK_PTRBUF_CDISP_ offsetof(struct rsk_ptrbuf_part, count)
+#define RSK_PTRBUF_GDISP_ offsetof(struct rsk_ptrbuf_part, gate)
+#define RSK_PTRBUF_SDISP_ offsetof(struct rsk_ptrbuf_part, slot)
+
+RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx, ptrdiff_t off)
+{
+	intptr_t i;
+
+	/* No rseq in the process: arming would write the TCB. */
+	if (RSK_PERCPU_UNLIKELY(off == 0))
+		return RSK_TRY_NO_INDEX;
+	RSK_INJECT_C(7);
+	RSK_ARCH_STRIDE_PTR_PUSH(rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride,
+				 RSK_PTRBUF_CDISP_, RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, b->capacity,
+				 ptr, i);
+	if (i < 0 || i > INT32_MAX) /* it passed the section's sign test */
+		__builtin_unreachable();
+	*idx = (int)i;
+	return RSK_TRY_DONE;
+cmpfail:
+	return RSK_TRY_FULL;
+aborted:
+	return RSK_TRY_ABORTED;
+stopped:
+	return RSK_TRY_STOPPED;
+}
+
+RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **out, int *idx, ptrdiff_t off)
+{
+	intptr_t i, ptr;
+
+	if (RSK_PERCPU_UNLIKELY(off == 0))
+		return RSK_TRY_NO_INDEX;
+	RSK_INJECT_C(7);
+	RSK_ARCH_STRIDE_PTR_POP(rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride,
+				RSK_PTRBUF_CDISP_, RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, ptr, i);
+	if (i < 0 || i > INT32_MAX)
+		__builtin_unreachable();
+	*idx = (int)i;
+	*out = (void *)ptr;
+	return RSK_TRY_DONE;
+cmpfail:
+	*out = NULL;
+	return RSK_TRY_EMPTY;
+aborted:
+	return RSK_TRY_ABORTED;
+stopped:
+	return RSK_TRY_STOPPED;
+}
+#else
 RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx, ptrdiff_t off)
 {
 	uint32_t ioff = b->index_offset_, i;
@@ -146,6 +203,7 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **
 		*out = (void *)ptr;
 	return r;
 }
+#endif
 
 /*
  * rsk_ptrbuf_push - append ptr to the current CPU's part.

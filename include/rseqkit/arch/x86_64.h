@@ -492,6 +492,82 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 			: aborted, stopped);                                   \
 	} while (0)
 
+/*
+ * Stride part operations on a pointer buffer (<rseqkit/ptrbuf.h>): part i
+ * at parts + i * stride holds a count (at CDISP), a gate (GDISP) and the
+ * slots (SDISP).  The section reads the index, leaves through `stopped`
+ * if it is negative or the part's gate is closed, reads the count and
+ * leaves through `cmpfail` if the part is full (push) or empty (pop);
+ * otherwise it stores the pointer above the count (push) or loads the
+ * top one (pop) and commits the new count.  idx is the index on success.
+ * No "memory" clobber (so the buffer's fields stay in registers across a
+ * loop): the push is preceded by a compiler barrier (the pointed-to object
+ * is written first), and what a pop's caller reads through the pointer
+ * depends on it.
+ */
+#define RSK_X64_STRIDE_PART_ENTER                                              \
+	RSK_X64_EXIT("cmpfail")                                                \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                     \
+	".quad 1f, %l[stopped]\n\t"                                            \
+	".popsection\n\t" RSK_X64_DESCRIBE RSK_X64_ARM "1:\n\t" RSK_INJECT_ASM(1) \
+	"movslq %%fs:(%[area], %[ioff]), %[idx]\n\t"                           \
+	"testq %[idx], %[idx]\n\t"                                             \
+	"js %l[stopped]\n\t"                                                   \
+	"movq %[idx], %[p]\n\t"                                                \
+	"imulq %[stride], %[p]\n\t"                                            \
+	"addq %[parts], %[p]\n\t"                                              \
+	"cmpq $0, %c[gdisp](%[p])\n\t"                                         \
+	"jnz %l[stopped]\n\t" RSK_INJECT_ASM(2)                                \
+	"movq %c[cdisp](%[p]), %[cnt]\n\t"
+#define RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_) \
+	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [parts] "r"(parts_),  \
+		[stride] "r"((uintptr_t)(stride_)), [cdisp] "i"(cdisp_),        \
+		[gdisp] "i"(gdisp_), [sdisp] "i"(sdisp_)
+
+#define RSK_ARCH_STRIDE_PTR_PUSH(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, cap_, \
+				 ptr_, idx_)                                   \
+	do {                                                                   \
+		intptr_t tmp, p_, cnt_;                                        \
+		RSK_X64_INJECT_DECL                                            \
+		RSK_X64_BARRIER(); /* release: what ptr_ points to first */     \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_STRIDE_PART_ENTER                              \
+			"cmpq %[cap], %[cnt]\n\t"                              \
+			"jae %l[cmpfail]\n\t"                                  \
+			"movq %[ptr], %c[sdisp](%[p], %[cnt], 8)\n\t"          \
+			"incq %[cnt]\n\t" RSK_INJECT_ASM(3)                    \
+			"movq %[cnt], %c[cdisp](%[p])\n"                       \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: [tmp] "=&r"(tmp), [idx] "=&r"(idx_), [p] "=&r"(p_),   \
+			  [cnt] "=&r"(cnt_)RSK_X64_INJECT_OUT                    \
+			: RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, gdisp_, \
+						 sdisp_),                      \
+			  [cap] "r"(cap_), [ptr] "r"(ptr_)RSK_X64_INJECT_IN      \
+			: "cc"                                                 \
+			: cmpfail, aborted, stopped);                          \
+	} while (0)
+
+#define RSK_ARCH_STRIDE_PTR_POP(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, out_, \
+				idx_)                                          \
+	do {                                                                   \
+		intptr_t tmp, p_, cnt_;                                        \
+		RSK_X64_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_STRIDE_PART_ENTER                              \
+			"testq %[cnt], %[cnt]\n\t"                             \
+			"jz %l[cmpfail]\n\t"                                   \
+			"movq %c[sdisp]-8(%[p], %[cnt], 8), %[out]\n\t"        \
+			"decq %[cnt]\n\t" RSK_INJECT_ASM(3)                    \
+			"movq %[cnt], %c[cdisp](%[p])\n"                       \
+			"2:\n\t" RSK_X64_ABORT                                 \
+			: [tmp] "=&r"(tmp), [idx] "=&r"(idx_), [p] "=&r"(p_),   \
+			  [cnt] "=&r"(cnt_), [out] "=&r"(out_)RSK_X64_INJECT_OUT \
+			: RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, gdisp_, \
+						 sdisp_)RSK_X64_INJECT_IN      \
+			: "cc"                                                 \
+			: cmpfail, aborted, stopped);                          \
+	} while (0)
+
 #define RSK_ARCH_PART_CAS(area_, ioff_, base_, pos_, vdisp_, gdisp_, expect_, newv_)              \
 	do {                                                                   \
 		intptr_t tmp;                                                  \
