@@ -436,13 +436,16 @@ check-opt:
 # Needs gcc -m32 (gcc-multilib); without it a SKIP naming the package,
 # which fails under CI=true.  On a kernel that cannot execute i386
 # binaries it builds everything and says SKIP (the machine's limit).
+# Whether gcc -m32 builds a program with the C library's headers: a bare
+# main() links even without gcc-multilib's <asm/...> headers.
+M32_PROBE = printf '\#include <errno.h>\n\#include <pthread.h>\nint main(void){return 0;}\n' | \
+	gcc -m32 -x c -o /dev/null - >/dev/null 2>&1
 check-opt-i386:
-	@if printf 'int main(void){return 0;}\n' | gcc -m32 -x c -o /dev/null - >/dev/null 2>&1 && \
-	    ! tests/bin/deps.sh runs32 gcc -m32; then \
+	@if $(M32_PROBE) && ! tests/bin/deps.sh runs32 gcc -m32; then \
 		$(MAKE) --no-print-directory BUILD=build-32-O0 CC="gcc -m32" CFLAGS="-O0 -g" LDFLAGS= \
 			lib tools tests && \
 		echo "check-opt-i386: SKIP: built, not run: this kernel cannot execute i386 binaries (this machine)"; \
-	elif printf 'int main(void){return 0;}\n' | gcc -m32 -x c -o /dev/null - >/dev/null 2>&1; then \
+	elif $(M32_PROBE); then \
 		$(MAKE) --no-print-directory BUILD=build-32-O0 CC="gcc -m32" CFLAGS="-O0 -g" LDFLAGS= \
 			lib tools tests && \
 		BUILD=build-32-O0 prove --exec env $(OPT_TESTS:%=build-32-O0/tests/%.t) && \
