@@ -50,9 +50,9 @@
 #else
 #define POINTS_ADD "1 2 3"
 #endif
-/* x86-64's pointer-buffer sections read the count and the slot inside
- * (RSK_ARCH_STRIDE_PTR_PUSH/POP): no 4, 8 or 9. */
-#if defined(__x86_64__) && !defined(RSK_TSAN)
+/* Where the pointer buffer's sections read the count and the slot inside
+ * (<rseqkit/ptrbuf.h>, RSK_PTRBUF_SECTION_): no 4, 8 or 9. */
+#ifdef RSK_PTRBUF_SECTION_
 #define POINTS_PTRBUF "1 2 3 7"
 #else
 #define POINTS_PTRBUF "1 2 3 4 7 8 9"
