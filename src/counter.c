@@ -3,8 +3,10 @@
 #include <errno.h>
 #include "internal.h"
 
-/* No guard parts (RSK_PERCPU_GUARDED_): the counter's section tests the
- * sign of the index itself, as it has no gate that a guard could close. */
+/* The x86-64 section checks the part's never-closed gate word, which the
+ * guard parts make nonzero for -1 and -2 (the index of a thread that is
+ * not registered). */
+RSK_PERCPU_GUARDED_(struct rsk_counter);
 
 static size_t counter_size(int nr)
 {

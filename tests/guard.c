@@ -4,9 +4,9 @@
  * spinlock and the stack read their index without comparing it with the
  * number of parts.  A thread whose area holds -1 (not registered) or -2
  * (registration failed) must take the slow path, with exact results and
- * nothing written outside the parts: the spinlock's and the stack's
- * sections land on part[-1] or part[-2] and find a closed gate there; the
- * counter's (which has no gate) test the index's sign.
+ * nothing written outside the parts: their sections land on part[-1] or
+ * part[-2] and find a closed gate there (the counter's gate word is
+ * never closed in its parts, but is nonzero in the guards).
  *
  * In every registration mode (harness.h): the guards' gate words are not
  * zero; a new thread's first operations are exact (and, where rseqkit
@@ -17,10 +17,8 @@
  * guards: exact sums, an intact head.
  *
  * Shown to fail when broken: with the guard before the structure zeroed
- * (src/percpu.c), the -2 cases lose every push to part[-2]; with the
- * index read zero-extended, the -1 cases fault; without the counter's
- * sign test (x86_64.h, RSK_X64_PART_ENTER_UNGATED), its adds land in the
- * head and the guard.
+ * (src/percpu.c), the -2 cases lose every add and push to part[-2]; with
+ * the index read zero-extended, the -1 cases fault.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -105,9 +103,10 @@ static void guards_closed(const char *mn, enum rsk_index_mode m)
 		tap_ok(0, "%s: structures created", mn);
 		return;
 	}
-	tap_ok(GUARD_GATE(t.l, -1) != 0 && GUARD_GATE(t.l, -2) != 0 && GUARD_GATE(t.s, -1) != 0 &&
+	tap_ok(GUARD_GATE(t.c, -1) != 0 && GUARD_GATE(t.c, -2) != 0 && GUARD_GATE(t.l, -1) != 0 &&
+		       GUARD_GATE(t.l, -2) != 0 && GUARD_GATE(t.s, -1) != 0 &&
 		       GUARD_GATE(t.s, -2) != 0,
-	       "%s: the gates of part[-1] and part[-2] are closed (spinlock, stack)", mn);
+	       "%s: the gates of part[-1] and part[-2] are closed (counter, spinlock, stack)", mn);
 	trio_destroy(&t);
 }
 

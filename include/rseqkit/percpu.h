@@ -34,9 +34,9 @@
  *  - Operations on another CPU's part (rsk_<name>_*_cpu) use the same
  *    gate, so they are safe while that CPU's threads run.
  *  - The exception is the counter, whose parts need no gate: a thread
- *    without a section adds to a second word of the part atomically, and
- *    an exchange moves a third (<rseqkit/counter.h>).  Its section is
- *    the hand-written one plus a test of the index's sign.
+ *    without a section adds to another word of the part atomically, and
+ *    an exchange moves a third (<rseqkit/counter.h>).  Its gate word is
+ *    never closed; on x86-64 it is there for the guard parts only.
  *
  * Fast path.  Only the first attempt of an operation is inline (always: a
  * call would cost as much as the section); whatever it did not finish -
@@ -296,7 +296,7 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_ADD(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			  RSK_PERCPU_VDISP_(T, field), count);                 \
+			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), count); \
 	} while (0)
 #define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                      \
 	do {                                                                   \
@@ -343,8 +343,9 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		}                                                              \
 		RSK_TSAN_ACQUIRE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
 	} while (0)
-/* The add has no gate (the counter's parts need none: src/counter.c);
- * the `if (0)` keeps the caller's `stopped` label used, as on x86-64. */
+/* The add has no gate (the counter's parts need none: src/counter.c;
+ * on x86-64 the section loads its never-closed gate word for the guard
+ * parts); the `if (0)` keeps the caller's `stopped` label used. */
 #define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                             \
 	do {                                                                   \
 		uint32_t ioff_ = (s)->index_offset_, i_;                       \

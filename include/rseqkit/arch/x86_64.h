@@ -401,12 +401,7 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
  * displacements must be constants in the instruction, and the exits are
  * the caller's labels, by name: cmpfail (CAS, POP), aborted, stopped.
  *
- * RSK_ARCH_PART_ADD has no gate (the counter's parts need none: see
- * src/counter.c): it leaves through `stopped` on a negative index, tested
- * by the sign of the scaled index (shlq sets SF), one instruction instead
- * of the gate's load and compare.
- *
- *   RSK_ARCH_PART_ADD:    *(slot + VDISP) += count (no gate, no GDISP)
+ *   RSK_ARCH_PART_ADD:    *(slot + VDISP) += count
  *   RSK_ARCH_PART_CAS:    if (*(slot + VDISP) == expect) *(slot + VDISP) = newv
  *                         (else leave through `cmpfail`)
  *   RSK_ARCH_PART_PUSH:   node->next = *(slot + VDISP); *(slot + VDISP) = node,
@@ -430,66 +425,19 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [base] "r"(base_),  \
 		[vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
 
-/* The index scaled into pos, and a negative one (-1, -2: not registered)
- * sent to `stopped`: a part operation without a gate. */
-#define RSK_X64_PART_ENTER_UNGATED                                             \
-	".pushsection __rseq_exit_point_array, \"aw\"\n\t"                     \
-	".quad 1f, %l[stopped]\n\t"                                            \
-	".popsection\n\t" RSK_X64_DESCRIBE RSK_X64_ARM "1:\n\t" RSK_INJECT_ASM(1) \
-	"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"                            \
-	"shlq $7, %[pos]\n\t"                                                  \
-	"js %l[stopped]\n\t" RSK_INJECT_ASM(2)
-
-#define RSK_ARCH_PART_ADD(area_, ioff_, base_, pos_, vdisp_, count_)            \
+#define RSK_ARCH_PART_ADD(area_, ioff_, base_, pos_, vdisp_, gdisp_, count_)       \
 	do {                                                                   \
 		intptr_t tmp;                                                  \
 		RSK_X64_INJECT_DECL                                            \
 		__asm__ __volatile__ goto(                                     \
-			RSK_X64_PART_ENTER_UNGATED                             \
+			RSK_X64_PART_ENTER                           \
 			"addq %[count], %c[vdisp](%[base], %[pos])\n"          \
 			"2:\n\t" RSK_X64_ABORT                                 \
 			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_X64_INJECT_OUT \
-			: [area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)),    \
-			  [base] "r"(base_), [vdisp] "i"(vdisp_),               \
+			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
 			  [count] "re"(count_)RSK_X64_INJECT_IN                 \
 			: "cc"                                                 \
-			: aborted, stopped);                                   \
-	} while (0)
-
-/*
- * Stride operation (optional in the contract: RSK_ARCH_HAS_STRIDE_OPS),
- * for per-CPU memory whose copy i of an object is at obj + (i << SHIFT)
- * (<rseqkit/mempool.h>): the section reads the index, scales it by the
- * stride, leaves through `stopped` if it is negative (not registered) or
- * if the gate's copy i (gate + pos) is not 0, and adds count to obj + pos.
- * The index is not compared with the number of copies, for the reason
- * the part operations give (the copies cover every possible CPU).  On
- * commit, pos holds index << SHIFT.
- */
-#define RSK_ARCH_HAS_STRIDE_OPS 1
-#define RSK_ARCH_STRIDE_GATED_ADD(area_, ioff_, obj_, gate_, shift_, pos_, count_)        \
-	do {                                                                   \
-		intptr_t tmp;                                                  \
-		RSK_X64_INJECT_DECL                                            \
-		__asm__ __volatile__ goto(                                     \
-			".pushsection __rseq_exit_point_array, \"aw\"\n\t"      \
-			".quad 1f, %l[stopped]\n\t"                             \
-			".popsection\n\t" RSK_X64_DESCRIBE RSK_X64_ARM "1:\n\t"  \
-			RSK_INJECT_ASM(1)                                      \
-			"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"           \
-			"shlq %[shift], %[pos]\n\t"                            \
-			"js %l[stopped]\n\t"                                    \
-			"cmpq $0, (%[gate], %[pos])\n\t"                       \
-			"jnz %l[stopped]\n\t"                                  \
-			RSK_INJECT_ASM(2) /* as rsk_gated_add: after the gate */ \
-			"addq %[count], (%[obj], %[pos])\n"                     \
-			"2:\n\t" RSK_X64_ABORT                                 \
-			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_X64_INJECT_OUT \
-			: [area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)),    \
-			  [obj] "r"(obj_), [gate] "r"(gate_), [shift] "i"(shift_), \
-			  [count] "re"(count_)RSK_X64_INJECT_IN                 \
-			: "cc"                                                 \
-			: aborted, stopped);                                   \
+			: aborted, stopped);                       \
 	} while (0)
 
 /*
