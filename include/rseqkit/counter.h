@@ -3,7 +3,8 @@
  * rseqkit/counter.h - per-CPU counter.
  *
  * One intptr_t per CPU part; rsk_counter_add() is one restartable add on
- * the current CPU's part (no lock prefix, no shared cache line, no gate),
+ * the current CPU's part (no lock prefix, no shared cache line; its gate
+ * word is never closed),
  * the readers sum the parts.
  *
  * A part's value is count + spill - base.  Only sections on the part's
