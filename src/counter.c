@@ -58,8 +58,6 @@ static const struct rsk_percpu_kind counter_kind = {
 	.gate = NULL, /* the sections need none: see counter.h */
 };
 
-static int counter_alive(const struct rsk_counter *c);
-
 RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_try first)
 {
 	struct counter_op op = { .count = count };
@@ -67,7 +65,8 @@ RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk
 	/* No thread of the process runs sections (no rseq: fast_nr_ is 0),
 	 * so there is nothing to retry or register: the spill add at once.
 	 * This is every add of such a process, the fallback's fast path. */
-	if (first == RSK_TRY_NO_INDEX && c->fast_nr_ == 0 && counter_alive(c)) {
+	if (first == RSK_TRY_NO_INDEX && c->fast_nr_ == 0 &&
+	    rsk_percpu_alive_((const struct rsk_percpu_head *)(const void *)c)) {
 		int idx = rsk_percpu_slow_index(c->mode, c->nr);
 
 		counter_spill(c, idx, &op);
@@ -95,11 +94,6 @@ static intptr_t part_value(const struct rsk_counter_part *p)
 	return (intptr_t)(part_adds(p) - base);
 }
 
-static int counter_alive(const struct rsk_counter *c)
-{
-	return c->magic_ == RSK_PERCPU_MAGIC || c->magic_ == RSK_PERCPU_MAGIC_MAPPED;
-}
-
 /* Exact without stopping the adds: the adds seen by the one read of count
  * and spill make the old value; base moves so that the part's value is
  * `value` plus whatever is added after that read. */
@@ -109,7 +103,8 @@ RSK_EXPORT int rsk_counter_exchange(struct rsk_counter *c, int cpu, intptr_t val
 	uintptr_t adds;
 	int err;
 
-	if (c == NULL || old == NULL || (unsigned)cpu >= (unsigned)c->nr || !counter_alive(c))
+	if (c == NULL || old == NULL || (unsigned)cpu >= (unsigned)c->nr ||
+	    !rsk_percpu_alive_((const struct rsk_percpu_head *)(const void *)c))
 		return -EINVAL;
 	p = &c->part[cpu];
 	err = rsk_lock_take_(&p->lock, "rsk_counter", c);

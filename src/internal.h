@@ -97,6 +97,12 @@ int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr);
  * mmap), and destroyed. */
 #define RSK_PERCPU_MAGIC	0x7273636bu /* "rsck" */
 #define RSK_PERCPU_MAGIC_MAPPED 0x7273636du
+
+/* Whether h is a live structure (not destroyed: its mark is intact). */
+static inline int rsk_percpu_alive_(const struct rsk_percpu_head *h)
+{
+	return h->magic_ == RSK_PERCPU_MAGIC || h->magic_ == RSK_PERCPU_MAGIC_MAPPED;
+}
 #define RSK_PERCPU_MAGIC_DEAD	0x64656164u
 
 /* The mode a structure gets for `mode` (see percpu.h). */

@@ -175,7 +175,7 @@ int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg, enum rs
 	unsigned aborts = 0, round = 0;
 	int idx = -1, tried_register = 0;
 
-	if (h->magic_ != RSK_PERCPU_MAGIC && h->magic_ != RSK_PERCPU_MAGIC_MAPPED)
+	if (!rsk_percpu_alive_(h))
 		return -EINVAL; /* used after rsk_<name>_destroy() */
 	for (;;) {
 		/* The retries of the fast path. */
@@ -234,7 +234,7 @@ int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *a
 
 	if (h == NULL || (unsigned)cpu >= (unsigned)h->nr)
 		return -EINVAL;
-	if (h->magic_ != RSK_PERCPU_MAGIC && h->magic_ != RSK_PERCPU_MAGIC_MAPPED)
+	if (!rsk_percpu_alive_(h))
 		return -EINVAL;
 	if (k->peek != NULL && (r = k->peek(s, cpu, arg)) != RSK_TRY_DONE)
 		return final_error(r);

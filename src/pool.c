@@ -9,7 +9,7 @@
  * poison stays intact) and, in debug pools, a state byte per object.
  *
  * A refill or flush of the calling thread's own cache takes no gate: it
- * is a gated section of its own (cache_fill_here, cache_take_here), so no
+ * is a gated section of its own (cache_move_here), so no
  * membarrier fence per batch.
  *
  * Nothing slow happens under a part's gate: the depot lock, mmap/munmap
@@ -660,50 +660,30 @@ static int cache_push(struct pool_impl *pi, int idx, intptr_t obj, struct xfer *
  */
 #define HERE_TRIES 4
 
-/* Copy objs[0..n) into cache idx, as many as fit (*filled). */
-static int cache_fill_here(struct pool_impl *pi, int idx, const intptr_t *objs, size_t n,
-			   long *filled)
+/* Into cache idx (in: objs -> the free slots, as many as fit) or out of it
+ * (!in: its newest objects -> objs; the section cannot move the others
+ * down, so the oldest stay), up to n; *moved says how many. */
+static int cache_move_here(struct pool_impl *pi, int idx, int in, intptr_t *objs, size_t n,
+			   size_t *moved)
 {
 	struct rsk_pool_part *c = get_part(pi, idx);
 
 	for (int t = 0; c != NULL && t < HERE_TRIES; t++) {
 		intptr_t count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
-		size_t k = (size_t)(pi->pub.capacity - count);
+		size_t room = in ? (size_t)(pi->pub.capacity - count) : (size_t)count;
+		intptr_t k = (intptr_t)(room < n ? room : n);
 		int r;
 
 		if (rsk_index(pi->pub.mode) != idx)
 			return 0;
-		if (k > n)
-			k = n;
-		r = rsk_gated_cmpcopystore_release(pi->pub.mode, idx, &c->gate, &c->count, count,
-						   &c->slot[count], objs, k, count + (intptr_t)k);
+		if (in)
+			r = rsk_gated_cmpcopystore_release(pi->pub.mode, idx, &c->gate, &c->count, count,
+							   &c->slot[count], objs, (size_t)k, count + k);
+		else
+			r = rsk_gated_cmpcopystore(pi->pub.mode, idx, &c->gate, &c->count, count, objs,
+						   &c->slot[count - k], (size_t)k, count - k);
 		if (r == RSK_OK) {
-			*filled = (long)k;
-			return 1;
-		}
-		if (r == RSK_STOPPED)
-			return 0;
-	}
-	return 0;
-}
-
-/* Take the newest (up to) n objects of cache idx into out (*taken): the
- * section cannot move the others down, so the oldest stay. */
-static int cache_take_here(struct pool_impl *pi, int idx, intptr_t *out, size_t n, size_t *taken)
-{
-	struct rsk_pool_part *c = get_part(pi, idx);
-
-	for (int t = 0; c != NULL && t < HERE_TRIES; t++) {
-		intptr_t count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
-		size_t k = (size_t)count < n ? (size_t)count : n;
-		int r;
-
-		if (rsk_index(pi->pub.mode) != idx)
-			return 0;
-		r = rsk_gated_cmpcopystore(pi->pub.mode, idx, &c->gate, &c->count, count, out,
-					   &c->slot[count - (intptr_t)k], k, count - (intptr_t)k);
-		if (r == RSK_OK) {
-			*taken = k;
+			*moved = (size_t)k;
 			return 1;
 		}
 		if (r == RSK_STOPPED)
@@ -761,8 +741,11 @@ static intptr_t refill(struct pool_impl *pi, int idx, int use_cache, int *err)
 	got = depot_take(pi, x.buf, want, err);
 	if (got > 0) {
 		long k = 0;
+		size_t in = 0;
 		obj = x.buf[0];
-		if (got > 1 && !cache_fill_here(pi, idx, x.buf + 1, got - 1, &k)) {
+		if (got > 1 && cache_move_here(pi, idx, 1, x.buf + 1, got - 1, &in)) {
+			k = (long)in;
+		} else if (got > 1) {
 			k = cache_fill(pi, idx, x.buf + 1, got - 1);
 			if (k < 0)
 				k = 0;
@@ -864,7 +847,7 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 		n = (size_t)pi->batch < x.cap ? (size_t)pi->batch : x.cap;
 		/* The thread's own full cache: a section moves a batch out
 		 * (to the depot), then the fast path has room for obj. */
-		if (cache_take_here(pi, idx, x.buf, n, &moved)) {
+		if (cache_move_here(pi, idx, 0, x.buf, n, &moved)) {
 			int done = rsk_pool_try_free_(p, obj, rsk_area_offset_()) == RSK_OK;
 
 			if (depot_put_all(pi, x.buf, moved) != 0)
