@@ -29,7 +29,8 @@ VERSION  := $(shell awk 'NF == 3 && $$2 ~ /^RSEQKIT_VERSION_(MAJOR|MINOR|PATCH)$
 SOVER    := 0
 
 LIB_SRC  := $(wildcard src/*.c)
-LIB_HDR  := $(wildcard include/rseqkit/*.h include/rseqkit/arch/*.h) src/internal.h
+LIB_HDR  := $(wildcard include/rseqkit/*.h include/rseqkit/arch/*.h include/rseqkit/arch/*/*.h) \
+	    src/internal.h
 TOOLS    := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/rseqkit-*.c))
 TEST_C   := $(wildcard tests/*.c)
 TEST_SH  := $(wildcard tests/*.sh)
@@ -269,6 +270,10 @@ install: all $(PC_FILE) install-check-libdir
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7
 	install -m 644 include/rseqkit/*.h $(DESTDIR)$(INCLUDEDIR)/rseqkit/
 	install -m 644 include/rseqkit/arch/*.h $(DESTDIR)$(INCLUDEDIR)/rseqkit/arch/
+	for d in include/rseqkit/arch/*/; do \
+		install -d $(DESTDIR)$(INCLUDEDIR)/rseqkit/arch/$$(basename $$d) && \
+		install -m 644 $$d*.h $(DESTDIR)$(INCLUDEDIR)/rseqkit/arch/$$(basename $$d)/ || exit 1; \
+	done
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf librseqkit.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librseqkit.so.$(SOVER)
@@ -301,12 +306,13 @@ uninstall:
 		echo "uninstall: headers and man pages kept: still used by $$others"; \
 	else \
 		echo "uninstall: headers and man pages removed (no other librseqkit left under $(PREFIX))"; \
-		rm -f $(patsubst include/%,$(DESTDIR)$(INCLUDEDIR)/%,$(wildcard include/rseqkit/*.h include/rseqkit/arch/*.h)); \
+		rm -f $(patsubst include/%,$(DESTDIR)$(INCLUDEDIR)/%,$(wildcard include/rseqkit/*.h include/rseqkit/arch/*.h include/rseqkit/arch/*/*.h)); \
 		rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard man/*.1))) \
 			$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(wildcard man/*.3))) \
 			$(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(wildcard man/*.7))); \
 		rm -f $(DESTDIR)$(DATADIR)/rseqkit.supp; \
-		rmdir $(DESTDIR)$(DATADIR) $(DESTDIR)$(INCLUDEDIR)/rseqkit/arch $(DESTDIR)$(INCLUDEDIR)/rseqkit 2>/dev/null; true; \
+		rmdir $(DESTDIR)$(DATADIR) $(patsubst include/%,$(DESTDIR)$(INCLUDEDIR)/%,$(wildcard include/rseqkit/arch/*/)) \
+			$(DESTDIR)$(INCLUDEDIR)/rseqkit/arch $(DESTDIR)$(INCLUDEDIR)/rseqkit 2>/dev/null; true; \
 	fi
 
 clean:

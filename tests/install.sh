@@ -279,8 +279,8 @@ for h in "$prefix"/include/rseqkit/*.h; do
 	ok $? "$name compiles on its own (C)"
 	diag "$tmp/cc.log"
 done
-for h in "$prefix"/include/rseqkit/arch/*.h; do
-	name=rseqkit/arch/${h##*/}
+for h in "$prefix"/include/rseqkit/arch/*.h "$prefix"/include/rseqkit/arch/*/*.h; do
+	name=rseqkit/${h#"$prefix"/include/rseqkit/}
 	$CC -fsyntax-only -I"$prefix/include" -include "$name" -x c /dev/null >"$tmp/cc.log" 2>&1
 	status=$?
 	first=$(grep -m 1 'error' "$tmp/cc.log")

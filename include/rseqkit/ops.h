@@ -51,6 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <rseqkit/thread.h>
+#include <rseqkit/arch.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -16,7 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <rseqkit/abi.h>
-#include <rseqkit/arch.h>
+#define RSK_ARCH_INSIDE 1
+#include <rseqkit/arch/area.h>
+#undef RSK_ARCH_INSIDE
 
 #ifdef __cplusplus
 extern "C" {

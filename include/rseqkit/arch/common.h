@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/arch/common.h - what the sections of every architecture share,
+ * stated once: the descriptor and its exit points, the negative control,
+ * the abort entry, the result conventions, the injection fallbacks and the
+ * names of the variants.
+ *
+ * Included by each arch/<arch>.h after it has defined its building blocks:
+ *
+ *   RSK_ASM_U64(x)       data, 32-bit archs only: one u64 holding x (two
+ *                        .longs in the arch's byte order); without it,
+ *                        .quad from here
+ *   RSK_ASM_PTR_ALIGN    data: alignment before an entry of the pointer and
+ *                        exit-point arrays ("" where entries fall aligned)
+ *   RSK_ASM_SIGNATURE    code: the signature word just before abort_ip
+ *                        (with whatever alignment it needs)
+ *   RSK_ASM_JUMP(to)     code: an unconditional branch to a C label, from
+ *                        __rseq_failure (asm goto architectures)
+ *   RSK_ASM_ARMING       code: store the address of the descriptor (label
+ *                        3) into area->rseq_cs
+ *
+ * Labels inside a section's asm (local to the statement):
+ *   1:  start_ip, the first instruction after arming
+ *   2:  the end of the commit store (post_commit_offset = 2b - 1b)
+ *   3:  the struct rseq_cs descriptor, in __rseq_cs
+ *   4:  abort_ip, in __rseq_failure, right after the signature
+ *   5:  free for the arming code (pc-relative tricks)
+ *   6, 7: the copy loop of cmpcopystore; 8, 9: an injected delay loop
+ */
+#ifndef RSK_ARCH_INSIDE
+#error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/common.h"
+#endif
+#ifndef RSEQKIT_ARCH_COMMON_H
+#define RSEQKIT_ARCH_COMMON_H
+
+/*
+ * Data words.  GCC sizes an asm statement by its lines (for inlining, and
+ * for branch ranges on some archs), so a 64-bit arch lists its words on
+ * one line, as it always has: the same asm, the same code.
+ */
+#ifndef RSK_ASM_U64 /* a 64-bit arch */
+#define RSK_ASM_U64(x)		 ".quad " x "\n\t"
+#define RSK_ASM_U64_2(a, b)	 ".quad " a ", " b "\n\t"
+#define RSK_ASM_U64_3(a, b, c) ".quad " a ", " b ", " c "\n\t"
+#else
+#define RSK_ASM_U64_2(a, b)	 RSK_ASM_U64(a) RSK_ASM_U64(b)
+#define RSK_ASM_U64_3(a, b, c) RSK_ASM_U64(a) RSK_ASM_U64(b) RSK_ASM_U64(c)
+#endif
+
+/* The descriptor (struct rseq_cs: version 0, flags 0, start_ip,
+ * post_commit_offset, abort_ip) and its entry in __rseq_cs_ptr_array, the
+ * list debuggers and DynamoRIO read. */
+#define RSK_ASM_DESCRIBE                                                       \
+	".pushsection __rseq_cs, \"aw\"\n\t"                                   \
+	".balign 32\n"                                                         \
+	"3:\n\t"                                                               \
+	".long 0, 0\n\t" RSK_ASM_U64_3("1f", "(2f - 1f)", "4f")               \
+	".popsection\n\t"                                                      \
+	".pushsection __rseq_cs_ptr_array, \"aw\"\n\t" RSK_ASM_PTR_ALIGN      \
+		RSK_ASM_U64("3b") ".popsection\n\t"
+
+/* A way out of a section other than its commit and abort: a (start, exit)
+ * pair in __rseq_exit_point_array, for debuggers. */
+#define RSK_ASM_EXIT_PAIR(start, exit)                                         \
+	".pushsection __rseq_exit_point_array, \"aw\"\n\t" RSK_ASM_PTR_ALIGN  \
+		RSK_ASM_U64_2(start, exit) ".popsection\n\t"
+/* An early exit of a section that is yet to start (label 1 comes later)
+ * to the C label `label` of an asm goto. */
+#define RSK_ASM_EXIT(label)  RSK_ASM_EXIT_PAIR("1f", "%l[" label "]")
+/* The closed-gate exit, written after label 1. */
+#define RSK_ASM_GATE_EXIT    RSK_ASM_EXIT_PAIR("1b", "%l[stopped]")
+
+/* The signature and abort_ip, opening __rseq_failure (the caller closes it
+ * with .popsection); RSK_ASM_ABORT: leave for the C label `aborted`. */
+#define RSK_ASM_FAILURE_ENTRY                                                  \
+	".pushsection __rseq_failure, \"ax\"\n\t" RSK_ASM_SIGNATURE "4:\n\t"
+#define RSK_ASM_ABORT RSK_ASM_FAILURE_ENTRY RSK_ASM_JUMP("%l[aborted]") ".popsection\n\t"
+
+/* Test builds only (RSEQKIT_NEGATIVE_CONTROL): never arm the descriptor,
+ * so the kernel never restarts a section - the negative control that
+ * shows the tests detect loss. */
+#ifdef RSEQKIT_NEGATIVE_CONTROL
+#define RSK_ASM_ARM "\n"
+#else
+#define RSK_ASM_ARM RSK_ASM_ARMING
+#endif
+
+/* Without RSEQKIT_INJECT the injection points are empty. */
+#if !RSK_INJECTING
+#define RSK_INJECT_ASM(n) ""
+#define RSK_ARCH_INJECT_DECL
+#define RSK_ARCH_INJECT_OUT
+#define RSK_ARCH_INJECT_IN
+#endif
+
+/*
+ * The results of an operation (the contract in <rseqkit/arch.h>): 0
+ * committed, 1 a compare failed, -1 aborted or the index moved, 2 the gate
+ * was closed.  An asm goto section ends its function with one of these,
+ * whose labels are its exits.
+ */
+#define RSK_ARCH_RETURN_CMP                                                    \
+	return 0;                                                              \
+	cmpfail:                                                               \
+	return 1;                                                              \
+	aborted:                                                               \
+	return -1;                                                             \
+	stopped:                                                               \
+	return 2;
+#define RSK_ARCH_RETURN                                                        \
+	return 0;                                                              \
+	aborted:                                                               \
+	return -1;                                                             \
+	stopped:                                                               \
+	return 2;
+
+/* Every operation is a function of this kind. */
+#define RSK_ARCH_OP_FN static inline __attribute__((always_inline)) int
+
+/*
+ * The variant being instantiated (see <rseqkit/arch.h>, which includes an
+ * arch's ops.h once per variant):
+ *   RSK_ARCH_GATED    1 for the gated twins (one more parameter, `gate`)
+ *   RSK_ARCH_RELEASE  1 for the _release twins (weakly ordered archs)
+ *   RSK_ARCH_X        cpu or cid (the index field), or at (x86-64's form)
+ *   RSK_ARCH_OFF      the index field's offset in the area, as a string
+ * RSK_GATED(...) and RSK_RELEASED(...) are their arguments in the variant
+ * named and nothing otherwise; RSK_ARCH_OP(op) is the op's function name.
+ */
+#define RSK_GATED(...)		RSK_GATED_(RSK_ARCH_GATED, __VA_ARGS__)
+#define RSK_GATED_(g, ...)	RSK_GATED__(g, __VA_ARGS__)
+#define RSK_GATED__(g, ...)	RSK_IF_##g(__VA_ARGS__)
+#define RSK_RELEASED(...)	RSK_RELEASED_(RSK_ARCH_RELEASE, __VA_ARGS__)
+#define RSK_RELEASED_(r, ...)	RSK_RELEASED__(r, __VA_ARGS__)
+#define RSK_RELEASED__(r, ...)	RSK_IF_##r(__VA_ARGS__)
+#define RSK_RELAXED(...)	RSK_RELAXED_(RSK_ARCH_RELEASE, __VA_ARGS__)
+#define RSK_RELAXED_(r, ...)	RSK_RELAXED__(r, __VA_ARGS__)
+#define RSK_RELAXED__(r, ...)	RSK_UNLESS_##r(__VA_ARGS__)
+#define RSK_IF_0(...)
+#define RSK_IF_1(...)		__VA_ARGS__
+#define RSK_UNLESS_0(...)	__VA_ARGS__
+#define RSK_UNLESS_1(...)
+#define RSK_GATE_PARAM		RSK_GATED(, const intptr_t *gate)
+#define RSK_GATE_ARG		RSK_GATED(, gate)
+
+#define RSK_ARCH_OP(op)		   RSK_ARCH_NAMED(op, RSK_ARCH_RELEASE, RSK_ARCH_X)
+#define RSK_ARCH_OP_RELEASE(op)	   RSK_ARCH_NAMED(op, 1, RSK_ARCH_X)
+#define RSK_ARCH_NAMED(op, r, X)   RSK_ARCH_NAMED_(RSK_ARCH_GATED, r, op, X)
+#define RSK_ARCH_NAMED_(g, r, op, X) RSK_ARCH_NAMED__(g, r, op, X)
+#define RSK_ARCH_NAMED__(g, r, op, X) RSK_ARCH_NAME_##g##r(op, X)
+#define RSK_ARCH_NAME_00(op, X)	  rsk_arch_##op##_##X
+#define RSK_ARCH_NAME_01(op, X)	  rsk_arch_##op##_release_##X
+#define RSK_ARCH_NAME_10(op, X)	  rsk_arch_gated_##op##_##X
+#define RSK_ARCH_NAME_11(op, X)	  rsk_arch_gated_##op##_release_##X
+
+#endif /* RSEQKIT_ARCH_COMMON_H */

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/arch/x86_64/parts.h - x86-64's part operations: sections that
+ * read the index themselves, for the structures' per-CPU parts.
+ */
+#ifndef RSK_ARCH_INSIDE
+#error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/x86_64/parts.h"
+#endif
+#ifndef RSEQKIT_ARCH_X86_64_PARTS_H
+#define RSEQKIT_ARCH_X86_64_PARTS_H
+
+/*
+ * Part operations (optional in the contract: RSK_ARCH_HAS_PART_OPS).  For
+ * a structure whose parts are 128-byte slots at `base`, the section itself
+ * reads the index after arming - a read inside the section needs no
+ * re-check: the kernel restarts the section if the thread moves - and
+ * works on the slot's words at base + DISP + (index << 7), the gate at
+ * GDISP.  The index is read as a signed 32-bit value and not compared
+ * with the number of parts: a registered thread's cpu_id and mm_cid are
+ * below the kernel's nr_cpu_ids, which the parts cover, and the only other
+ * values an area holds, -1 and -2 (not registered, registration failed),
+ * land on the two guard parts before part 0, whose gates are never open
+ * (<rseqkit/percpu.h>): the section leaves through `stopped`.  On commit,
+ * pos holds index << 7.  These are statements, not functions: the
+ * displacements must be constants in the instruction, and the exits are
+ * the caller's labels, by name: cmpfail (CAS, POP), aborted, stopped.
+ *
+ *   RSK_ARCH_PART_ADD:    *(slot + VDISP) += count
+ *   RSK_ARCH_PART_CAS:    if (*(slot + VDISP) == expect) *(slot + VDISP) = newv
+ *                         (else leave through `cmpfail`)
+ *   RSK_ARCH_PART_PUSH:   node->next = *(slot + VDISP); *(slot + VDISP) = node,
+ *                         with release ordering (next at byte NEXT of node)
+ *   RSK_ARCH_PART_POP:    head = *(slot + VDISP); if 0 leave through `cmpfail`;
+ *                         *(slot + VDISP) = *(head + NEXT)
+ */
+#ifndef RSEQKIT_ANALYZER /* see percpu.h: the analyser gets a C model */
+#define RSK_ARCH_HAS_PART_OPS 1
+#endif
+
+#define RSK_X64_PART_ENTER                                            \
+	RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) \
+	"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"                            \
+	"shlq $7, %[pos]\n\t" RSK_INJECT_ASM(2)                                \
+	"cmpq $0, %c[gdisp](%[base], %[pos])\n\t"                              \
+	"jnz %l[stopped]\n\t"
+#define RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_)                    \
+	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [base] "r"(base_),  \
+		[vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
+
+#define RSK_ARCH_PART_ADD(area_, ioff_, base_, pos_, vdisp_, gdisp_, count_)       \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_ARCH_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_PART_ENTER                           \
+			"addq %[count], %c[vdisp](%[base], %[pos])\n"          \
+			"2:\n\t" RSK_ASM_ABORT                                 \
+			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_ARCH_INJECT_OUT \
+			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			  [count] "re"(count_)RSK_ARCH_INJECT_IN                 \
+			: "cc"                                                 \
+			: aborted, stopped);                       \
+	} while (0)
+
+/*
+ * Stride part operations on a pointer buffer (<rseqkit/ptrbuf.h>): part i
+ * at parts + i * stride holds a count (at CDISP), a gate (GDISP) and the
+ * slots (SDISP).  The section reads the index, leaves through `stopped`
+ * if it is negative or the part's gate is closed, reads the count and
+ * leaves through `cmpfail` if the part is full (push) or empty (pop);
+ * otherwise it stores the pointer above the count (push) or loads the
+ * top one (pop) and commits the new count.  idx is the index on success.
+ * No "memory" clobber (so the buffer's fields stay in registers across a
+ * loop): the push is preceded by a compiler barrier (the pointed-to object
+ * is written first), and what a pop's caller reads through the pointer
+ * depends on it.
+ */
+#define RSK_X64_STRIDE_PART_ENTER                                              \
+	RSK_ASM_EXIT("cmpfail")                                                \
+	RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) \
+	"movslq %%fs:(%[area], %[ioff]), %[idx]\n\t"                           \
+	"testq %[idx], %[idx]\n\t"                                             \
+	"js %l[stopped]\n\t"                                                   \
+	"movq %[idx], %[p]\n\t"                                                \
+	"imulq %[stride], %[p]\n\t"                                            \
+	"addq %[parts], %[p]\n\t"                                              \
+	"cmpq $0, %c[gdisp](%[p])\n\t"                                         \
+	"jnz %l[stopped]\n\t" RSK_INJECT_ASM(2)                                \
+	"movq %c[cdisp](%[p]), %[cnt]\n\t"
+#define RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_) \
+	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [parts] "r"(parts_),  \
+		[stride] "r"((uintptr_t)(stride_)), [cdisp] "i"(cdisp_),        \
+		[gdisp] "i"(gdisp_), [sdisp] "i"(sdisp_)
+
+#define RSK_ARCH_STRIDE_PTR_PUSH(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, cap_, \
+				 ptr_, idx_)                                   \
+	do {                                                                   \
+		intptr_t tmp, p_, cnt_;                                        \
+		RSK_ARCH_INJECT_DECL                                            \
+		RSK_X64_BARRIER(); /* release: what ptr_ points to first */     \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_STRIDE_PART_ENTER                              \
+			"cmpq %[cap], %[cnt]\n\t"                              \
+			"jae %l[cmpfail]\n\t"                                  \
+			"movq %[ptr], %c[sdisp](%[p], %[cnt], 8)\n\t"          \
+			"incq %[cnt]\n\t" RSK_INJECT_ASM(3)                    \
+			"movq %[cnt], %c[cdisp](%[p])\n"                       \
+			"2:\n\t" RSK_ASM_ABORT                                 \
+			: [tmp] "=&r"(tmp), [idx] "=&r"(idx_), [p] "=&r"(p_),   \
+			  [cnt] "=&r"(cnt_)RSK_ARCH_INJECT_OUT                    \
+			: RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, gdisp_, \
+						 sdisp_),                      \
+			  [cap] "r"(cap_), [ptr] "r"(ptr_)RSK_ARCH_INJECT_IN      \
+			: "cc"                                                 \
+			: cmpfail, aborted, stopped);                          \
+	} while (0)
+
+#define RSK_ARCH_STRIDE_PTR_POP(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, out_, \
+				idx_)                                          \
+	do {                                                                   \
+		intptr_t tmp, p_, cnt_;                                        \
+		RSK_ARCH_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_STRIDE_PART_ENTER                              \
+			"testq %[cnt], %[cnt]\n\t"                             \
+			"jz %l[cmpfail]\n\t"                                   \
+			"movq %c[sdisp]-8(%[p], %[cnt], 8), %[out]\n\t"        \
+			"decq %[cnt]\n\t" RSK_INJECT_ASM(3)                    \
+			"movq %[cnt], %c[cdisp](%[p])\n"                       \
+			"2:\n\t" RSK_ASM_ABORT                                 \
+			: [tmp] "=&r"(tmp), [idx] "=&r"(idx_), [p] "=&r"(p_),   \
+			  [cnt] "=&r"(cnt_), [out] "=&r"(out_)RSK_ARCH_INJECT_OUT \
+			: RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, gdisp_, \
+						 sdisp_)RSK_ARCH_INJECT_IN      \
+			: "cc"                                                 \
+			: cmpfail, aborted, stopped);                          \
+	} while (0)
+
+#define RSK_ARCH_PART_CAS(area_, ioff_, base_, pos_, vdisp_, gdisp_, expect_, newv_)              \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_ARCH_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_ASM_EXIT("cmpfail") RSK_X64_PART_ENTER   \
+			"cmpq %[expect], %c[vdisp](%[base], %[pos])\n\t"       \
+			"jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)          \
+			"movq %[newv], %c[vdisp](%[base], %[pos])\n"           \
+			"2:\n\t" RSK_ASM_ABORT                                 \
+			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_ARCH_INJECT_OUT \
+			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			  [expect] "re"(expect_), [newv] "re"(newv_)RSK_ARCH_INJECT_IN \
+			: "cc"                                                 \
+			: cmpfail, aborted, stopped);             \
+	} while (0)
+
+#define RSK_ARCH_PART_PUSH(area_, ioff_, base_, pos_, vdisp_, gdisp_, node_, next_)                       \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_ARCH_INJECT_DECL                                            \
+		RSK_X64_BARRIER(); /* release: what the node_ holds first */    \
+		__asm__ __volatile__ goto(                                     \
+			RSK_X64_PART_ENTER                           \
+			"movq %c[vdisp](%[base], %[pos]), %[tmp]\n\t"          \
+			"movq %[tmp], %c[next](%[node])\n\t" RSK_INJECT_ASM(3) \
+			"movq %[node], %c[vdisp](%[base], %[pos])\n"           \
+			"2:\n\t" RSK_ASM_ABORT                                 \
+			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_ARCH_INJECT_OUT \
+			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			  [node] "r"(node_), [next] "i"(next_)RSK_ARCH_INJECT_IN  \
+			: "memory", "cc"                                       \
+			: aborted, stopped);                       \
+	} while (0)
+
+#define RSK_ARCH_PART_POP(area_, ioff_, base_, pos_, vdisp_, gdisp_, head_, next_)              \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_ARCH_INJECT_DECL                                            \
+		__asm__ __volatile__ goto(                                     \
+			RSK_ASM_EXIT("cmpfail") RSK_X64_PART_ENTER   \
+			"movq %c[vdisp](%[base], %[pos]), %[head]\n\t"         \
+			"testq %[head], %[head]\n\t"                           \
+			"jz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)           \
+			"movq %c[next](%[head]), %[tmp]\n\t"                   \
+			"movq %[tmp], %c[vdisp](%[base], %[pos])\n"            \
+			"2:\n\t" RSK_ASM_ABORT                                 \
+			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_),                  \
+			  [head] "=&r"(head_)RSK_ARCH_INJECT_OUT                 \
+			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			  [next] "i"(next_)RSK_ARCH_INJECT_IN                    \
+			: "memory", "cc"                                       \
+			: cmpfail, aborted, stopped);             \
+	} while (0)
+
+#endif /* RSEQKIT_ARCH_X86_64_PARTS_H */
