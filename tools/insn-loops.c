@@ -23,6 +23,7 @@
 #include <rseqkit/spinlock.h>
 #include <rseqkit/stack.h>
 #include <rseqkit/ptrbuf.h>
+#include <rseqkit/mempool.h>
 #include "yardstick.h"
 
 #define LOOP __attribute__((noinline, used))
@@ -79,6 +80,19 @@ LOOP int loop_rsk_ptrbuf(struct rsk_ptrbuf *b, unsigned n)
 		rsk_ptrbuf_push(b, p);
 	}
 	return 0;
+}
+
+//@insn path=pcounter-add impl=rseqkit mode=- ops=4 fn=loop_rsk_pcounter_add4
+LOOP void loop_rsk_pcounter_add4(struct rsk_mempool *p, intptr_t **c, unsigned n)
+{
+	intptr_t *c0 = c[0], *c1 = c[1], *c2 = c[2], *c3 = c[3];
+
+	for (unsigned i = 0; i < n; i++) {
+		rsk_pcounter_add(p, c0, 1);
+		rsk_pcounter_add(p, c1, 1);
+		rsk_pcounter_add(p, c2, 1);
+		rsk_pcounter_add(p, c3, 1);
+	}
 }
 
 //@insn path=cpu-read impl=rseqkit mode=cpu ops=1 fn=loop_rsk_cpu
@@ -212,6 +226,22 @@ int main(void)
 		total += sum;
 	}
 	expect("rsk counter adds", (long)total, 4 * N);
+	struct rsk_mempool_config pc = {.size = sizeof(intptr_t), .mode = RSK_INDEX_CPU};
+	struct rsk_mempool *pool;
+	intptr_t *pctr[4];
+	if (rsk_mempool_create(&pool, &pc))
+		return 1;
+	for (int k = 0; k < 4; k++)
+		if (!(pctr[k] = rsk_mempool_zalloc(pool)))
+			return 1;
+	loop_rsk_pcounter_add4(pool, pctr, N);
+	total = 0;
+	for (int k = 0; k < 4; k++) {
+		rsk_pcounter_sum(pool, pctr[k], &sum);
+		total += sum;
+	}
+	expect("rsk pcounter adds", (long)total, 4 * N);
+	rsk_mempool_destroy(pool);
 	expect("rsk spinlock", loop_rsk_spinlock(l, N), 0);
 	/* The pops and pushes stay on one CPU's part only while the thread
 	 * does not migrate: retry a few times before calling it wrong. */

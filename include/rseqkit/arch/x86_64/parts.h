@@ -63,6 +63,41 @@
 	} while (0)
 
 /*
+ * Stride operation (optional in the contract: RSK_ARCH_HAS_STRIDE_OPS),
+ * for per-CPU memory whose copy i of an object is at obj + (i << SHIFT)
+ * (<rseqkit/mempool.h>): the section reads the index, scales it by the
+ * stride, leaves through `stopped` if it is negative (not registered) or
+ * if the gate's copy i (gate + pos) is not 0, and adds count to obj + pos.
+ * The index is not compared with the number of copies, for the reason
+ * the part operations give (the copies cover every possible CPU).  On
+ * commit, pos holds index << SHIFT.  RSK_ARCH_HAS_STRIDE_OPS also turns on
+ * the pointer buffer's stride part operations below.
+ */
+#define RSK_ARCH_HAS_STRIDE_OPS 1
+#define RSK_ARCH_STRIDE_GATED_ADD(area_, ioff_, obj_, gate_, shift_, pos_, count_)        \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_ARCH_INJECT_DECL                                           \
+		__asm__ __volatile__ goto(                                     \
+			RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM   \
+			"1:\n\t" RSK_INJECT_ASM(1)                             \
+			"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"           \
+			"shlq %[shift], %[pos]\n\t"                            \
+			"js %l[stopped]\n\t"                                   \
+			"cmpq $0, (%[gate], %[pos])\n\t"                       \
+			"jnz %l[stopped]\n\t"                                  \
+			RSK_INJECT_ASM(2) /* as rsk_gated_add: after the gate */ \
+			"addq %[count], (%[obj], %[pos])\n"                    \
+			"2:\n\t" RSK_ASM_ABORT                                 \
+			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_ARCH_INJECT_OUT \
+			: [area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)),   \
+			  [obj] "r"(obj_), [gate] "r"(gate_), [shift] "i"(shift_), \
+			  [count] "re"(count_)RSK_ARCH_INJECT_IN               \
+			: "cc"                                                 \
+			: aborted, stopped);                                   \
+	} while (0)
+
+/*
  * Stride part operations on a pointer buffer (<rseqkit/ptrbuf.h>): part i
  * at parts + i * stride holds a count (at CDISP), a gate (GDISP) and the
  * slots (SDISP).  The section reads the index, leaves through `stopped`
