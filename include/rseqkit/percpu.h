@@ -204,7 +204,21 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
 #endif
 
 /* Not API: the gated arch operation `op` on the index field at ioff, for
- * an area and index from rsk_percpu_enter_(). */
+ * an area and index from rsk_percpu_enter_().
+ *
+ * RSEQKIT_BENCH_UNGATED_ (Not API) is for rseqkit-bench's ungated rows
+ * alone (tools/bench/ungated.c defines it before any rseqkit header): it
+ * compiles the gate out of these fast paths - the plain rsk_arch_<op>_at
+ * instead of the gated twin, in the generic form below - to measure what
+ * the gate costs.  Without the gate a slow path cannot stop a section:
+ * never for real use.  Where it is not defined, nothing here changes. */
+#ifdef RSEQKIT_BENCH_UNGATED_
+#define RSK_PERCPU_GATED_(op, area, ioff, idx, gate, ...)                      \
+	((void)(gate), rsk_arch_##op##_at((area), (ioff), (idx), __VA_ARGS__))
+#else
+#define RSK_PERCPU_GATED_(op, area, ioff, idx, gate, ...)                      \
+	rsk_arch_gated_##op##_at((area), (ioff), (idx), __VA_ARGS__, (gate))
+#endif
 #ifdef RSK_TSAN
 /* Under ThreadSanitizer a section also releases its part's gate word
  * before it, and acquires it after a commit (<rseqkit/tsan.h>). */
@@ -212,14 +226,14 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
 	__extension__({                                                        \
 		enum rsk_try rsk_r_;                                           \
 		RSK_TSAN_RELEASE(gate);                                        \
-		rsk_r_ = (enum rsk_try)rsk_arch_gated_##op##_at((area), (ioff), (int)(idx), \
-								__VA_ARGS__, (gate)); \
+		rsk_r_ = (enum rsk_try)RSK_PERCPU_GATED_(op, (area), (ioff), (int)(idx), \
+							 (gate), __VA_ARGS__); \
 		RSK_TSAN_ACQUIRE_IF(rsk_r_ == RSK_TRY_DONE, (gate));           \
 		rsk_r_;                                                        \
 	})
 #else
 #define RSK_PERCPU_OP_(op, ioff, area, idx, gate, ...)                         \
-	((enum rsk_try)rsk_arch_gated_##op##_at((area), (ioff), (int)(idx), __VA_ARGS__, (gate)))
+	((enum rsk_try)RSK_PERCPU_GATED_(op, (area), (ioff), (int)(idx), (gate), __VA_ARGS__))
 #endif
 
 /*
@@ -281,7 +295,7 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		if ((head) == 2)                                               \
 			goto cmpfail;                                          \
 	} while (0)
-#elif defined(RSK_ARCH_HAS_PART_OPS) && !defined(RSK_TSAN)
+#elif defined(RSK_ARCH_HAS_PART_OPS) && !defined(RSK_TSAN) && !defined(RSEQKIT_BENCH_UNGATED_)
 /* (Under ThreadSanitizer the generic ones below: their part, and so the
  * key of their annotation, is known before the section.) */
 /* The section arms its descriptor before it reads the index: an area
@@ -329,11 +343,11 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 			goto noindex;                                          \
 		(pos) = (uintptr_t)i_ << 7;                                    \
 		RSK_TSAN_RELEASE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
-		r_ = rsk_arch_gated_##op##_at(                                 \
-			area_, ioff_, (int)i_,                                 \
+		r_ = RSK_PERCPU_GATED_(                                        \
+			op, area_, ioff_, (int)i_,                             \
+			(const intptr_t *)(const void *)((const char *)(s) + RSK_PERCPU_GDISP_(T) + (pos)), \
 			(intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
-			__VA_ARGS__,                                           \
-			(const intptr_t *)(const void *)((const char *)(s) + RSK_PERCPU_GDISP_(T) + (pos))); \
+			__VA_ARGS__);                                          \
 		if (RSK_PERCPU_UNLIKELY(r_ != RSK_OK)) {                       \
 			if (r_ == RSK_STOPPED)                                 \
 				goto stopped;                                  \
@@ -378,11 +392,11 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 					__ATOMIC_RELAXED);                     \
 		*(intptr_t *)(void *)((char *)(node) + (next)) = head_;        \
 		RSK_TSAN_RELEASE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
-		r_ = rsk_arch_gated_cmpstore_release_at(                       \
-			area_, ioff_, (int)i_,                                 \
+		r_ = RSK_PERCPU_GATED_(                                        \
+			cmpstore_release, area_, ioff_, (int)i_,               \
+			(const intptr_t *)(const void *)((const char *)(s) + RSK_PERCPU_GDISP_(T) + (pos)), \
 			(intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
-			head_, (intptr_t)(node),                               \
-			(const intptr_t *)(const void *)((const char *)(s) + RSK_PERCPU_GDISP_(T) + (pos))); \
+			head_, (intptr_t)(node));                              \
 		if (RSK_PERCPU_UNLIKELY(r_ != RSK_OK)) {                       \
 			if (r_ == RSK_STOPPED)                                 \
 				goto stopped;                                  \

@@ -99,7 +99,7 @@ int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, vo
  * 1.98x to 2.16x (it spills around the ten-register section).
  * RSK_PTRBUF_SECTION_ (Not API) says which form is in use. */
 #if defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(__clang__) && !defined(RSK_TSAN) && \
-	!defined(RSEQKIT_ANALYZER)
+	!defined(RSEQKIT_ANALYZER) && !defined(RSEQKIT_BENCH_UNGATED_) /* percpu.h */
 #define RSK_PTRBUF_SECTION_ 1
 #define RSK_PTRBUF_CDISP_ offsetof(struct rsk_ptrbuf_part, count)
 #define RSK_PTRBUF_GDISP_ offsetof(struct rsk_ptrbuf_part, gate)
