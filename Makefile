@@ -31,7 +31,8 @@ SOVER    := 0
 LIB_SRC  := $(wildcard src/*.c)
 LIB_HDR  := $(wildcard include/rseqkit/*.h include/rseqkit/arch/*.h include/rseqkit/arch/*/*.h) \
 	    src/internal.h
-TOOLS    := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/rseqkit-*.c))
+TOOLS    := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/rseqkit-*.c)) \
+            $(BUILD)/bin/rseqkit-bench
 TEST_C   := $(wildcard tests/*.c)
 TEST_SH  := $(wildcard tests/*.sh)
 # Tests with a negative-control twin (built with the descriptor never armed).
@@ -101,6 +102,16 @@ $(BUILD)/tests/%.t: tests/%.c $(INJECT_LIB) $(LIB_HDR) $(wildcard tests/*.h)
 $(BUILD)/tests/%.t: tests/%.sh
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@
+
+# rseqkit-bench: one harness and a file per family (tools/bench/, see
+# bench.h); ungated.c compiles the families' loops again with the gate
+# compiled out.  BENCH_BUILD_DIR: its default output directory is
+# $(BUILD)/bench when it runs from here.
+BENCH_SRC := $(wildcard tools/bench/*.c)
+$(BUILD)/bin/rseqkit-bench: $(BENCH_SRC) $(wildcard tools/bench/*.h) tools/yardstick.h $(STATIC) $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -DBENCH_BUILD_DIR='"$(abspath $(BUILD))"' $(LDFLAGS) -o $@ $(BENCH_SRC) \
+		$(STATIC) $(LDLIBS) -lm -ldl
 
 # rseqkit-stress runs the injection build of the library (the generic
 # tool rule above would link the plain one); its negative-control twin,

@@ -2,9 +2,13 @@
 # SPDX-License-Identifier: MIT
 # rseqkit-bench --quick runs and writes well-formed results: the CSV header
 # and columns, every op with every implementation (the fixed core ones and
-# whatever --list announces), positive numbers, JSON that parses (with its
-# workload and pool_memory sections), the summaries printed.
-# Never asserts speed.
+# whatever --list announces; a rival allocator that is not installed is
+# named with its package instead, a SKIP), positive numbers, JSON that
+# parses (with its workload and pool_memory sections), the summaries
+# printed family by family with targets worded as targets, one SVG plot
+# per family (rendered to PNG where rsvg-convert is), the output
+# directory's rules (checked before the run; the current directory for a
+# binary outside its build tree).  Never asserts speed.
 BUILD=${BUILD:-build}
 BENCH=$BUILD/bin/rseqkit-bench
 n=0
@@ -30,7 +34,7 @@ listed=$?
 pairs=$(printf '%s\n' $core | cat - "$tmp/list" | sort -u)
 npairs=$(printf '%s\n' "$pairs" | wc -l)
 
-echo "1..$((npairs + 19))"
+echo "1..$((npairs + 27))"
 ok $listed "--list works"
 
 "$BENCH" --quick --outdir "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
@@ -65,6 +69,16 @@ ok $? "several thread counts measured ($ncounts)"
 # pool-pc (producer/consumer pairs) at 2 threads and at the largest count.
 tmax=$(awk -F, 'NR > 1 && $1 != "pool-pc" { print $3 }' "$csv" 2>/dev/null | sort -n | tail -n 1)
 for p in $pairs; do
+	# A rival allocator that is not installed: named with its package.
+	case $p in *,jemalloc | *,mimalloc | *,tcmalloc)
+		note=$(grep -m 1 "^  ${p#*,}  *not measured: " "$tmp/stdout")
+		if [ -n "$note" ]; then
+			pkg=$(echo "$note" | sed -n 's/.*(apt-get install \(.*\))$/\1/p')
+			n=$((n + 1))
+			echo "ok $n # SKIP $p not measured: $(echo "$note" | sed 's/^ *//') [pkg ${pkg:-?}]"
+			continue
+		fi ;;
+	esac
 	case $p in
 	fence-*)
 		got=$(awk -F, -v p="$p" 'NR > 1 && $1 "," $2 == p && $3 == 1' "$csv" 2>/dev/null | wc -l)
@@ -99,13 +113,14 @@ for p in $want; do grep -qx "$p" "$tmp/list" || missing="$missing $p"; done
 [ -z "$missing" ]
 ok $? "--list has the fallback, ungated, fence and workload rows${missing:+ (missing:$missing)}"
 
-# The pool rows are announced where <rseqkit/pool.h> is (a full build).
+# The pool rows, beside glibc's malloc and the rival allocators.
 want="pool,rseqkit pool,rseqkit-fallback pool,malloc pool,mutex pool-pc,rseqkit
-pool-pc,malloc"
+pool-pc,malloc pool,jemalloc pool,mimalloc pool,tcmalloc pool-pc,jemalloc
+pool-pc,mimalloc pool-pc,tcmalloc"
 missing=
 for p in $want; do grep -qx "$p" "$tmp/list" || missing="$missing $p"; done
 [ -z "$missing" ]
-ok $? "--list has the pool and pool-pc rows${missing:+ (missing:$missing)}"
+ok $? "--list has the pool and pool-pc rows, rival allocators included${missing:+ (missing:$missing)}"
 
 python3 - "$json" "$csv" <<'EOF'
 import csv, json, sys
@@ -148,16 +163,17 @@ assert m["in_use"] == 0 and m["alloc_free_pairs"] > 0 and m["caches"] >= 1, m
 EOF
 ok $? "JSON pool_memory section: figures present and consistent, in_use 0"
 
-grep -q "^pool: rseqkit / glibc malloc" "$tmp/stdout" &&
-	grep -Eq "^  pool +1 threads .* = [0-9.]+x: (NOT )?met$" "$tmp/stdout" &&
-	grep -Eq "^  pool-pc +2 threads .* = [0-9.]+x: (NOT )?met$" "$tmp/stdout"
+grep -q "^pool: rseqkit / each malloc" "$tmp/stdout" &&
+	grep -Eq "^  pool +1 threads +/ malloc .*: target <= 1.50x: [0-9.]+x (not )?met$" "$tmp/stdout" &&
+	grep -Eq "^  pool-pc +2 threads +/ malloc .*: target < 1.00x: [0-9.]+x (not )?met$" "$tmp/stdout"
 ok $? "pool / malloc ratios printed (1-thread alloc+free, 2-thread producer/consumer)"
 
 grep -q "^pool memory (" "$tmp/stdout" && grep -q "^  rseqkit pool cached: " "$tmp/stdout" &&
 	grep -q "^  per-thread cache design, same capacity: " "$tmp/stdout"
 ok $? "pool memory summary printed"
 
-grep -q "^workload (totals verified" "$tmp/stdout" && grep -q "^  target: rseqkit >= 2x" "$tmp/stdout"
+grep -q "^workload (totals verified" "$tmp/stdout" &&
+	grep -Eq "^  rseqkit events/s over atomic-getcpu's: target >= 2.00x: [0-9.]+x (not )?met$" "$tmp/stdout"
 ok $? "workload summary printed"
 
 grep -q "^fallback (no rseq" "$tmp/stdout" && grep -q "^protocol cost: gated" "$tmp/stdout"
@@ -181,5 +197,69 @@ ok $? "yardstick summary printed: 14 rseqkit / hand-written pairs, each with its
 "$BENCH" --no-such-option >/dev/null 2>&1
 [ $? -eq 2 ]
 ok $? "a bad option exits 2"
+
+# Each family printed as a whole, in the registry's order, as it finishes
+# (its tables, then its summaries, before the next family starts).
+fams=$(sed -n 's/^== \([a-z]*\): .* ==$/\1/p' "$tmp/stdout" | paste -sd' ' -)
+[ "$fams" = "cpu counter lock stack buffers pool fence workload" ]
+ok $? "one section per family, in order (got: $fams)"
+
+# Targets are worded as targets: "target <= 1.10x: 1.04x met" or "not met".
+bad=$(grep -E "met$" "$tmp/stdout" | grep -Ev "target (<=|<|>=) [0-9.]+x: [0-9.]+x (not )?met$")
+[ -z "$bad" ] && ! grep -q "NOT met" "$tmp/stdout" && grep -q "target <= " "$tmp/stdout"
+ok $? "every target line reads 'target <= T: Xx met' or 'not met'"
+[ -z "$bad" ] || printf '%s\n' "$bad" | head -n 3 | sed 's/^/# /'
+
+# No progress line where stderr is not a terminal.
+! grep -q "$(printf '\r')" "$tmp/stderr"
+ok $? "no progress line on a non-terminal stderr"
+
+# One plot per family that ran, well-formed, with every row of its 1-thread
+# table named; "wrote" names what is there.
+python3 - "$tmp/out" "$csv" <<'EOF2'
+import csv, os, sys
+import xml.etree.ElementTree as ET
+out = sys.argv[1]
+fams = "cpu counter lock stack buffers pool fence workload".split()
+rows = list(csv.DictReader(open(sys.argv[2])))
+for fam in fams:
+    t = ET.parse(os.path.join(out, fam + ".svg"))
+    text = " ".join("".join(e.itertext()) for e in t.iter() if e.tag.endswith("text"))
+    assert "rseqkit-bench: " + fam in text, fam
+    assert text.count(" ns") >= 2, fam
+print("ok")
+EOF2
+ok $? "one SVG plot per family, well-formed XML, titled and labelled"
+grep -q "^wrote $tmp/out/results.csv, $tmp/out/results.json and 8 plots: $tmp/out/\*.svg$" "$tmp/stdout"
+ok $? "'wrote' names the CSV, the JSON and the 8 plots"
+if command -v rsvg-convert >/dev/null 2>&1; then
+	st=0
+	for f in "$tmp"/out/*.svg; do
+		rsvg-convert -o "$tmp/plot.png" "$f" 2>"$tmp/rsvg.err" && [ -s "$tmp/plot.png" ] || st=1
+	done
+	ok $st "every plot renders to PNG with rsvg-convert"
+	sed 's/^/# /' "$tmp/rsvg.err"
+else
+	n=$((n + 1))
+	echo "ok $n # SKIP rsvg-convert not installed: the plots are not rendered [pkg librsvg2-bin]"
+fi
+
+# An output directory that cannot be written fails before the run, with
+# a clear message, and writes nothing.
+: >"$tmp/file"
+"$BENCH" --quick --ops cpu-read --outdir "$tmp/file/sub" >"$tmp/bad.out" 2>"$tmp/bad.err"
+rc=$?
+[ $rc -eq 1 ] && [ ! -s "$tmp/bad.out" ] && grep -q "cannot write in $tmp/file/sub" "$tmp/bad.err"
+ok $? "an unwritable --outdir fails at once, before the run (exit $rc: $(head -n 1 "$tmp/bad.err"))"
+
+# A binary outside its build tree (as installed) writes to the current
+# directory.
+mkdir -p "$tmp/inst" "$tmp/cwd"
+cp "$BENCH" "$tmp/inst/rseqkit-bench"
+(cd "$tmp/cwd" && "$tmp/inst/rseqkit-bench" --quick --ops cpu-read --reps 1 --no-plots >"$tmp/inst.out" 2>&1)
+rc=$?
+[ $rc -eq 0 ] && [ -s "$tmp/cwd/results.csv" ] && [ -s "$tmp/cwd/results.json" ] &&
+	grep -q "^wrote ./results.csv, ./results.json$" "$tmp/inst.out"
+ok $? "an installed binary writes results.csv and results.json to the current directory (exit $rc)"
 
 [ $fails -eq 0 ]

@@ -80,7 +80,8 @@ fi
 missing=
 for f in include/rseqkit/rseqkit.h lib/librseqkit.a lib/librseqkit.so lib/librseqkit.so.0 \
 	lib/pkgconfig/rseqkit.pc bin/rseqkit-info share/man/man3/rsk_init.3 \
-	share/man/man7/rseqkit.7 share/man/man1/rseqkit-info.1; do
+	share/man/man7/rseqkit.7 share/man/man1/rseqkit-info.1 bin/rseqkit-bench \
+	share/man/man1/rseqkit-bench.1; do
 	[ -e "$prefix/$f" ] || missing="$missing $f"
 done
 [ -z "$missing" ]

@@ -33,7 +33,7 @@ ok $? "armed sections: the hand-written rows pass their checks at 8 threads (exi
 grep "CHECK FAILED" "$tmp/good" | sed 's/^/# /'
 
 $CC -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude -pthread -O2 -DYS_NEGATIVE_CONTROL \
-	-o "$tmp/bench-noarm" tools/rseqkit-bench.c "$BUILD/lib/librseqkit.a" -pthread >"$tmp/cc" 2>&1
+	-o "$tmp/bench-noarm" tools/bench/*.c "$BUILD/lib/librseqkit.a" -pthread -lm -ldl >"$tmp/cc" 2>&1
 ok $? "the negative-control bench builds"
 sed 's/^/# /' "$tmp/cc"
 

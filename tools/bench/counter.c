@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools/bench/counter.c - the counter family: count events from every thread.
+ *
+ *   counter-add   add 1 to a counter shared by all threads: <rseqkit/ops.h>
+ *                 used as its header shows (rseqkit), the library's counter
+ *                 (rseqkit-counter, -ungated, -fallback), a thread-local
+ *                 add (the limit), one shared atomic, sched_getcpu() and an
+ *                 atomic per-CPU slot, a mutex, a pthread spinlock
+ *   counter-add4  add 1 to 4 independent counters in turn (ns per add):
+ *                 a one-counter loop is bound by the store-to-load chain
+ *                 of its one slot and hides the per-op cost; rseqkit in
+ *                 both index modes beside the hand-written limit
+ */
+#include "bench.h"
+#include "../yardstick.h"
+
+/* counter-add through the library's counter object: the loop the
+ * rseqkit-counter, -ungated and -fallback rows share. */
+BENCH_LOOP_DECL(rcounter_add);
+void BENCH_LOOP(rcounter_add)(void *sh, struct thr *t, unsigned n)
+{
+	(void)t;
+	for (unsigned i = 0; i < n; i++)
+		rsk_counter_add(sh, 1);
+}
+
+#ifndef BENCH_UNGATED
+void counter_init(struct counter_state *s)
+{
+	size_t sz = sizeof(struct pcpu_slot) * (size_t)ncpus_possible;
+
+	if (!(s->slots = aligned_alloc(CACHE_LINE, sz))) {
+		perror("rseqkit-bench: malloc");
+		exit(1);
+	}
+	memset(s->slots, 0, sz);
+	s->shared.v = 0;
+	s->fallback.v = 0;
+	pthread_mutex_init(&s->mutex, NULL);
+	pthread_spin_init(&s->spin, PTHREAD_PROCESS_PRIVATE);
+}
+
+void counter_fini(struct counter_state *s)
+{
+	pthread_mutex_destroy(&s->mutex);
+	pthread_spin_destroy(&s->spin);
+	free(s->slots);
+}
+
+static void *counter_setup(int nthreads)
+{
+	struct counter_state *s = bench_alloc(sizeof(*s));
+
+	(void)nthreads;
+	counter_init(s);
+	return s;
+}
+
+static void counter_teardown(void *sh)
+{
+	counter_fini(sh);
+	free(sh);
+}
+
+/* The usage pattern of <rseqkit/ops.h>. */
+static inline __attribute__((always_inline)) void
+counter_inc_rseqkit(struct counter_state *s)
+{
+	for (;;) {
+		int cpu = rsk_index(RSK_INDEX_CPU);
+		if (__builtin_expect(cpu < 0, 0)) {
+			__atomic_fetch_add(&s->fallback.v, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		if (__builtin_expect(rsk_add(RSK_INDEX_CPU, cpu, &s->slots[cpu].v, 1) == RSK_OK, 1))
+			return;
+	}
+}
+
+/* noinline: one self-contained loop to read in objdump -d. */
+static __attribute__((noinline)) void counter_add_rseqkit(void *sh, struct thr *t, unsigned n)
+{
+	struct counter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++)
+		counter_inc_rseqkit(s);
+}
+
+static __thread intptr_t tl_count;
+
+static __attribute__((noinline)) void counter_add_tl(void *sh, struct thr *t, unsigned n)
+{
+	(void)sh;
+	(void)t;
+	for (unsigned i = 0; i < n; i++) {
+		tl_count++;
+		/* One add to memory per operation (the compiler may neither
+		 * merge the increments nor keep the counter in a register),
+		 * and nothing more: no fence, no volatile re-load. */
+		__asm__ __volatile__("" ::: "memory");
+	}
+}
+
+static void counter_tl_fini(void *sh, struct thr *t)
+{
+	(void)sh;
+	t->acc = tl_count;
+}
+
+static void counter_add_atomic(void *sh, struct thr *t, unsigned n)
+{
+	struct counter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++)
+		__atomic_fetch_add(&s->shared.v, 1, __ATOMIC_RELAXED);
+}
+
+static void counter_add_getcpu(void *sh, struct thr *t, unsigned n)
+{
+	struct counter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++) {
+		int cpu = sched_getcpu();
+		if (__builtin_expect((unsigned)cpu >= (unsigned)ncpus_possible, 0))
+			cpu = 0;
+		__atomic_fetch_add(&s->slots[cpu].v, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static void counter_add_mutex(void *sh, struct thr *t, unsigned n)
+{
+	struct counter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++) {
+		pthread_mutex_lock(&s->mutex);
+		s->shared.v++;
+		pthread_mutex_unlock(&s->mutex);
+	}
+}
+
+static void counter_add_spin(void *sh, struct thr *t, unsigned n)
+{
+	struct counter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++) {
+		pthread_spin_lock(&s->spin);
+		s->shared.v++;
+		pthread_spin_unlock(&s->spin);
+	}
+}
+
+int counter_expect(intptr_t got, struct thr *t, int n, char *err, size_t len)
+{
+	uint64_t want = ops_all(t, n);
+
+	/* Modulo the word: a 32-bit counter may wrap in a long run. */
+	if ((uintptr_t)got != (uintptr_t)want) {
+		snprintf(err, len, "counter total %jd, operations done %ju (lost %jd)",
+			 (intmax_t)got, (uintmax_t)want, (intmax_t)want - (intmax_t)got);
+		return -1;
+	}
+	return 0;
+}
+
+int counter_check_slots(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct counter_state *s = sh;
+	intptr_t sum = s->fallback.v;
+
+	for (int c = 0; c < ncpus_possible; c++)
+		sum += s->slots[c].v;
+	return counter_expect(sum, t, n, err, len);
+}
+
+int counter_check_shared(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	return counter_expect(((struct counter_state *)sh)->shared.v, t, n, err, len);
+}
+
+int counter_check_tl(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	intptr_t sum = 0;
+
+	(void)sh;
+	for (int i = 0; i < n; i++)
+		sum += t[i].acc;
+	return counter_expect(sum, t, n, err, len);
+}
+/* counter-add through the library's counter object. */
+static void *rcounter_setup(int nthreads)
+{
+	struct rsk_counter *c;
+
+	(void)nthreads;
+	die_on(rsk_counter_create(&c, RSK_INDEX_CPU), "rsk_counter_create");
+	return c;
+}
+
+
+static int rcounter_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	intptr_t sum = 0;
+
+	rsk_counter_sum(sh, &sum);
+	return counter_expect(sum, t, n, err, len);
+}
+
+static void rcounter_teardown(void *sh)
+{
+	rsk_counter_destroy(sh);
+}
+/* n operations spread over 4 independent counters, in turn. */
+#define YS_BY4(n, OP)                                                          \
+	do {                                                                   \
+		unsigned i_ = 0;                                               \
+		for (; i_ + 4 <= (n); i_ += 4) {                               \
+			OP(0);                                                 \
+			OP(1);                                                 \
+			OP(2);                                                 \
+			OP(3);                                                 \
+		}                                                              \
+		for (; i_ < (n); i_++)                                         \
+			OP(0);                                                 \
+	} while (0)
+
+/* ---- counter-add4 ---- */
+
+struct ys_c4 {
+	char *parts; /* 4 counters x ncpus_possible parts of 128 bytes */
+	size_t span; /* bytes of one counter's parts */
+	struct rsk_counter *rc[4];
+};
+
+static void *ys_c4_setup(int nthreads)
+{
+	struct ys_c4 *s = bench_alloc(sizeof(*s));
+
+	(void)nthreads;
+	s->span = (size_t)ncpus_possible * CACHE_LINE;
+	s->parts = bench_alloc(4 * s->span);
+#ifdef YS_HAVE_HAND
+	ys_cid_ok = ys_cid_available();
+#endif
+	return s;
+}
+
+static void ys_c4_teardown(void *sh)
+{
+	struct ys_c4 *s = sh;
+
+	for (int k = 0; k < 4; k++)
+		if (s->rc[k])
+			rsk_counter_destroy(s->rc[k]);
+	free(s->parts);
+	free(s);
+}
+
+static void *ys_c4_setup_rsk(int nthreads, enum rsk_index_mode mode)
+{
+	struct ys_c4 *s = ys_c4_setup(nthreads);
+
+	for (int k = 0; k < 4; k++)
+		die_on(rsk_counter_create(&s->rc[k], mode), "rsk_counter_create");
+	return s;
+}
+static void *ys_c4_setup_rsk_cpu(int nthreads)
+{
+	return ys_c4_setup_rsk(nthreads, RSK_INDEX_CPU);
+}
+static void *ys_c4_setup_rsk_cid(int nthreads)
+{
+	return ys_c4_setup_rsk(nthreads, RSK_INDEX_CID);
+}
+
+static __attribute__((noinline)) void ys_c4_rsk(void *sh, struct thr *t, unsigned n)
+{
+	struct ys_c4 *s = sh;
+	struct rsk_counter *c0 = s->rc[0], *c1 = s->rc[1], *c2 = s->rc[2], *c3 = s->rc[3];
+
+	(void)t;
+	(void)c1, (void)c2, (void)c3;
+#define YS_RSK_ADD(k) rsk_counter_add(c##k, 1)
+	YS_BY4(n, YS_RSK_ADD);
+}
+
+static int ys_c4_check_rsk(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct ys_c4 *s = sh;
+	uintptr_t total = 0;
+
+	for (int k = 0; k < 4; k++) {
+		intptr_t sum = 0;
+		rsk_counter_sum(s->rc[k], &sum);
+		total += (uintptr_t)sum;
+	}
+	return counter_expect((intptr_t)total, t, n, err, len);
+}
+
+#ifdef YS_HAVE_HAND
+#define YS_C4_FN(MODE, OTHER)                                                  \
+	static __attribute__((noinline)) void ys_c4_hand_##MODE(void *sh, struct thr *t, \
+								 unsigned n)   \
+	{                                                                      \
+		struct ys_c4 *s = sh;                                          \
+		ptrdiff_t off = ys_offset();                                   \
+		char *p0 = s->parts, *p1 = p0 + s->span, *p2 = p1 + s->span,   \
+		     *p3 = p2 + s->span;                                       \
+		if (t->aux < 0)                                                \
+			return;                                                \
+		OTHER;                                                         \
+		(void)p1, (void)p2, (void)p3;                                  \
+		YS_BY4(n, YS_HAND_ADD_##MODE);                                 \
+	}
+#define YS_HAND_ADD_cpu(k) ys_add_cpu(off, p##k, 1)
+#define YS_HAND_ADD_cid(k) ys_add_cid(off, p##k, 1)
+YS_C4_FN(cpu, (void)0)
+YS_C4_FN(cid, if (!ys_cid_ok) {
+	ys_c4_hand_cpu(sh, t, n);
+	return;
+})
+
+static int ys_c4_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct ys_c4 *s = sh;
+	uintptr_t total = 0;
+
+	if (ys_aux_check(t, n, err, len))
+		return -1;
+	for (size_t o = 0; o < 4 * s->span; o += CACHE_LINE)
+		total += *(uintptr_t *)(void *)(s->parts + o);
+	return counter_expect((intptr_t)total, t, n, err, len);
+}
+#endif
+
+static __thread intptr_t ys_tl_c4[4];
+
+static __attribute__((noinline)) void ys_c4_tl(void *sh, struct thr *t, unsigned n)
+{
+	(void)sh;
+	(void)t;
+	/* One add to memory per operation, as counter-add's thread-local row. */
+#define YS_TL_ADD(k)                                                           \
+	do {                                                                   \
+		ys_tl_c4[k]++;                                                 \
+		__asm__ __volatile__("" ::: "memory");                         \
+	} while (0)
+	YS_BY4(n, YS_TL_ADD);
+}
+
+static void ys_c4_tl_fini(void *sh, struct thr *t)
+{
+	(void)sh;
+	t->acc = ys_tl_c4[0] + ys_tl_c4[1] + ys_tl_c4[2] + ys_tl_c4[3];
+}
+
+static const struct impl counter_impls[] = {
+#define COUNTER(name, fn, check) \
+	ROW("counter-add", name, counter_setup, NULL, fn, NULL, check, counter_teardown)
+	COUNTER("rseqkit", counter_add_rseqkit, counter_check_slots),
+	RSK_ROWS("counter-add", "rseqkit-counter", rcounter_setup, rcounter_add, rcounter_check,
+		 rcounter_teardown),
+	ROW("counter-add", "thread-local", counter_setup, NULL, counter_add_tl, counter_tl_fini,
+	    counter_check_tl, counter_teardown),
+	COUNTER("atomic-shared", counter_add_atomic, counter_check_shared),
+	COUNTER("atomic-getcpu", counter_add_getcpu, counter_check_slots),
+	COUNTER("mutex", counter_add_mutex, counter_check_shared),
+	COUNTER("spinlock", counter_add_spin, counter_check_shared),
+
+	ROW("counter-add4", "rseqkit", ys_c4_setup_rsk_cpu, NULL, ys_c4_rsk, NULL, ys_c4_check_rsk,
+	    ys_c4_teardown),
+	ROW("counter-add4", "rseqkit-cid", ys_c4_setup_rsk_cid, NULL, ys_c4_rsk, NULL,
+	    ys_c4_check_rsk, ys_c4_teardown),
+#ifdef YS_HAVE_HAND
+	HAND_ROW("counter-add4", "hand-written", ys_c4_setup, ys_thread_init, ys_c4_hand_cpu,
+		 ys_c4_check_hand, ys_c4_teardown),
+	HAND_ROW("counter-add4", "hand-written-cid", ys_c4_setup, ys_thread_init, ys_c4_hand_cid,
+		 ys_c4_check_hand, ys_c4_teardown),
+#endif
+	ROW("counter-add4", "thread-local", ys_c4_setup, NULL, ys_c4_tl, ys_c4_tl_fini,
+	    counter_check_tl, ys_c4_teardown),
+};
+
+const struct family fam_counter = {
+	.name = "counter", .title = "add to a counter", FAMILY_IMPLS(counter_impls),
+};
+#endif /* !BENCH_UNGATED */
