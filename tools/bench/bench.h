@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <rseqkit/rseqkit.h>
+#include "../yardstick.h"
 
 #define BATCH_MAX (1u << 20) /* most operations between two reads of the stop flag */
 #define BATCH_NS 50000u	     /* grow batches until one lasts this long */
@@ -145,6 +146,34 @@ struct impl {
 /* The hand-written yardstick rows (tools/yardstick.h). */
 #define HAND_ROW(op, name, setup, init, fn, check, teardown)                   \
 	ROWF(op, name, setup, init, fn, NULL, check, teardown, IMPL_HAND, NULL)
+/* The yardstick's rows of an op, after its rseqkit rows: the library's
+ * structure in RSK_INDEX_CID mode (cid_setup with the rseqkit row's fn,
+ * check and teardown), the hand-written limit in both modes (ys##_setup,
+ * ys##_hand_cpu, ys##_hand_cid, hand_check) and the thread-local twin
+ * (ys##_tl, tl_fini, tl_check), all torn down by ys_teardown. */
+#ifdef YS_HAVE_HAND
+#define HAND_ROWS_(op, ys, check, teardown)                                    \
+	HAND_ROW(op, "hand-written", ys##_setup, ys_thread_init, ys##_hand_cpu, check, teardown), \
+	HAND_ROW(op, "hand-written-cid", ys##_setup, ys_thread_init, ys##_hand_cid, check, teardown),
+#else
+#define HAND_ROWS_(op, ys, check, teardown)
+#endif
+#define YS_ROWS(op, cid_setup, fn, check, teardown, ys, hand_check, ys_teardown, tl_fini, \
+		tl_check)                                                      \
+	ROW(op, "rseqkit-cid", cid_setup, NULL, fn, NULL, check, teardown),    \
+	HAND_ROWS_(op, ys, hand_check, ys_teardown)                            \
+	ROW(op, "thread-local", ys##_setup, NULL, ys##_tl, tl_fini, tl_check, ys_teardown)
+/* A structure's setup in both index modes, from mk(nthreads, mode, ...):
+ * name() (RSK_INDEX_CPU) and name_cid(). */
+#define MODE_SETUPS(name, mk, ...)                                             \
+	static void *name(int nthreads)                                        \
+	{                                                                      \
+		return mk(nthreads, RSK_INDEX_CPU, ##__VA_ARGS__);             \
+	}                                                                      \
+	static void *name##_cid(int nthreads)                                  \
+	{                                                                      \
+		return mk(nthreads, RSK_INDEX_CID, ##__VA_ARGS__);             \
+	}
 
 /* The loops the ungated rows take again (see above). */
 #ifdef BENCH_UNGATED
@@ -250,6 +279,8 @@ static inline __attribute__((unused)) void die_on(int err, const char *what)
 
 /* Zeroed, CACHE_LINE-aligned memory, or the program exits. */
 void *bench_alloc(size_t bytes);
+/* free() the n pointers given. */
+void bench_free(int n, ...);
 
 /* counter.c: a counter total against the operations done. */
 int counter_expect(intptr_t got, struct thr *t, int n, char *err, size_t len);
@@ -270,6 +301,9 @@ struct counter_state {
 	pthread_spinlock_t spin __attribute__((aligned(CACHE_LINE)));
 };
 void counter_init(struct counter_state *s);
+/* The shared counter under the mutex / the pthread spinlock. */
+void counter_add_mutex(void *sh, struct thr *t, unsigned n);
+void counter_add_spin(void *sh, struct thr *t, unsigned n);
 void counter_fini(struct counter_state *s);
 int counter_check_slots(void *sh, struct thr *t, int n, char *err, size_t len);
 int counter_check_shared(void *sh, struct thr *t, int n, char *err, size_t len);
@@ -304,6 +338,17 @@ extern const struct helper rival_jemalloc, rival_mimalloc, rival_tcmalloc;
 /* The yardstick's shared pieces (cpu.c): whether mm_cid is written here,
  * and the per-thread check of the hand-written rows. */
 extern int ys_cid_ok;
+/* The start of a hand-written row's function fn##_cid (arguments sh, t,
+ * n) where the kernel writes no mm_cid: the cpu_id row's code. */
+#define YS_CPU_IF_NO_CID(fn)                                                   \
+	do {                                                                   \
+		if (!ys_cid_ok) {                                              \
+			fn##_cpu(sh, t, n);                                    \
+			return;                                                \
+		}                                                              \
+	} while (0)
+#define YS_NO_OTHER(fn) (void)0
+void ys_note_cid(void);
 bool ys_rows_available(void);
 void ys_thread_init(void *sh, struct thr *t);
 int ys_aux_check(struct thr *t, int n, char *err, size_t len);

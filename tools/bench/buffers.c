@@ -32,11 +32,7 @@ void BENCH_LOOP(xfer_rptr)(void *sh, struct thr *t, unsigned n)
 	void BENCH_LOOP(xfer_rcopy##W)(void *sh, struct thr *t, unsigned n)    \
 	{                                                                      \
 		struct xfer_state *s = sh;                                     \
-		intptr_t v_[W];                                                \
-		int torn_ = 0;                                                 \
-		XFER_LOOP(s, t, n, RC_PUSH##W, RC_POP##W);                     \
-		if (torn_)                                                     \
-			__atomic_fetch_add(&s->torn, torn_, __ATOMIC_RELAXED); \
+		COPY_LOOP(s, t, n, W, RC_PUSH##W, RC_POP##W);                         \
 	}
 #define RC_PUSH(W, id) ({ ITEM_FILL(v_, W, id); int r_ = rsk_copybuf_push(s->rc, v_); \
 	if (r_ < 0 && r_ != -ENOSPC) { t->aux = r_; } r_ < 0 ? -1 : 0; })
@@ -58,15 +54,7 @@ static void *rptr_setup_mode(int nthreads, enum rsk_index_mode mode)
 	return s;
 }
 
-static void *rptr_setup(int nthreads)
-{
-	return rptr_setup_mode(nthreads, RSK_INDEX_CPU);
-}
-
-static void *rptr_setup_cid(int nthreads)
-{
-	return rptr_setup_mode(nthreads, RSK_INDEX_CID);
-}
+MODE_SETUPS(rptr_setup, rptr_setup_mode)
 
 static int rptr_check(void *sh, struct thr *t, int n, char *err, size_t len)
 {
@@ -80,33 +68,15 @@ static int rptr_check(void *sh, struct thr *t, int n, char *err, size_t len)
 	return xfer_finish(s, t, n, dup, err, len);
 }
 
-static void *rcopy_setup(int nthreads, size_t words, enum rsk_index_mode mode)
+static void *rcopy_setup(int nthreads, enum rsk_index_mode mode, size_t words)
 {
 	struct xfer_state *s = xfer_setup(nthreads, words);
 	die_on(rsk_copybuf_create(&s->rc, mode, words * sizeof(intptr_t), s->nids, 0),
 	       "rsk_copybuf_create");
 	return s;
 }
-
-static void *rcopy_setup2(int nthreads)
-{
-	return rcopy_setup(nthreads, 2, RSK_INDEX_CPU);
-}
-
-static void *rcopy_setup8(int nthreads)
-{
-	return rcopy_setup(nthreads, 8, RSK_INDEX_CPU);
-}
-
-static void *rcopy_setup2_cid(int nthreads)
-{
-	return rcopy_setup(nthreads, 2, RSK_INDEX_CID);
-}
-
-static void *rcopy_setup8_cid(int nthreads)
-{
-	return rcopy_setup(nthreads, 8, RSK_INDEX_CID);
-}
+MODE_SETUPS(rcopy_setup2, rcopy_setup, 2)
+MODE_SETUPS(rcopy_setup8, rcopy_setup, 8)
 
 static int rcopy_check(void *sh, struct thr *t, int n, char *err, size_t len)
 {
@@ -122,19 +92,10 @@ static int rcopy_check(void *sh, struct thr *t, int n, char *err, size_t len)
 	return xfer_finish(s, t, n, dup, err, len);
 }
 
-/* An op's rows after its rseqkit rows: rseqkit-cid, the yardstick's. */
-#ifdef YS_HAVE_HAND
-#define BUF_HAND_ROWS(op, ys_setup, ys_fn, check)                              \
-	HAND_ROW(op, "hand-written", ys_setup, ys_thread_init, ys_fn##_cpu, check, ys_xfer_teardown), \
-	HAND_ROW(op, "hand-written-cid", ys_setup, ys_thread_init, ys_fn##_cid, check, ys_xfer_teardown),
-#else
-#define BUF_HAND_ROWS(op, ys_setup, ys_fn, check)
-#endif
-#define BUF_YS_ROWS(op, cid_setup, fn, check, ys_setup, ys_hand, ys_tl)       \
-	ROW(op, "rseqkit-cid", cid_setup, NULL, fn, NULL, check, xfer_teardown), \
-	BUF_HAND_ROWS(op, ys_setup, ys_hand, ys_buf_check_hand)                \
-	ROW(op, "thread-local", ys_setup, NULL, ys_tl, ys_xfer_tl_fini, ys_xfer_check_tl, \
-	    ys_xfer_teardown)
+/* The yardstick's rows of a buffer op. */
+#define BUF_YS_ROWS(op, cid_setup, fn, check, ys)                              \
+	YS_ROWS(op, cid_setup, fn, check, xfer_teardown, ys, ys_buf_check_hand, ys_xfer_teardown, \
+		ys_xfer_tl_fini, ys_xfer_check_tl)
 
 static const struct impl buffers_impls[] = {
 	RSK_ROWS("ptrbuf", "rseqkit", rptr_setup, xfer_rptr, rptr_check, xfer_teardown),
@@ -142,18 +103,15 @@ static const struct impl buffers_impls[] = {
 #if defined(BENCH_HAVE_CK) && defined(BENCH_CK_RING)
 	ROW("ptrbuf", "ck", ck_ring_setup, NULL, ck_ring_fn, NULL, ck_ring_check, ck_ring_teardown),
 #endif
-	BUF_YS_ROWS("ptrbuf", rptr_setup_cid, xfer_rptr, rptr_check, ys_ptr_setup, ys_ptr_hand,
-		    ys_ptr_tl),
+	BUF_YS_ROWS("ptrbuf", rptr_setup_cid, xfer_rptr, rptr_check, ys_ptr),
 
 	RSK_ROWS("copybuf16", "rseqkit", rcopy_setup2, xfer_rcopy2, rcopy_check, xfer_teardown),
 	ROW("copybuf16", "mutex", xfer_setup2, NULL, xfer_mutex_copy2, NULL, mx_check, xfer_teardown),
-	BUF_YS_ROWS("copybuf16", rcopy_setup2_cid, xfer_rcopy2, rcopy_check, ys_copy2_setup,
-		    ys_copy2_hand, ys_copy2_tl),
+	BUF_YS_ROWS("copybuf16", rcopy_setup2_cid, xfer_rcopy2, rcopy_check, ys_copy2),
 
 	RSK_ROWS("copybuf64", "rseqkit", rcopy_setup8, xfer_rcopy8, rcopy_check, xfer_teardown),
 	ROW("copybuf64", "mutex", xfer_setup8, NULL, xfer_mutex_copy8, NULL, mx_check, xfer_teardown),
-	BUF_YS_ROWS("copybuf64", rcopy_setup8_cid, xfer_rcopy8, rcopy_check, ys_copy8_setup,
-		    ys_copy8_hand, ys_copy8_tl),
+	BUF_YS_ROWS("copybuf64", rcopy_setup8_cid, xfer_rcopy8, rcopy_check, ys_copy8),
 };
 
 const struct family fam_buffers = {

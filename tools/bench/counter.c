@@ -131,29 +131,20 @@ static void counter_add_getcpu(void *sh, struct thr *t, unsigned n)
 	}
 }
 
-static void counter_add_mutex(void *sh, struct thr *t, unsigned n)
-{
-	struct counter_state *s = sh;
-
-	(void)t;
-	for (unsigned i = 0; i < n; i++) {
-		pthread_mutex_lock(&s->mutex);
-		s->shared.v++;
-		pthread_mutex_unlock(&s->mutex);
+/* The shared counter under a lock of the counter state. */
+#define LOCKED_ADD(name, lock, LOCK, UNLOCK)                                   \
+	void name(void *sh, struct thr *t, unsigned n)                         \
+	{                                                                      \
+		struct counter_state *s = sh;                                  \
+		(void)t;                                                       \
+		for (unsigned i = 0; i < n; i++) {                             \
+			LOCK(&s->lock);                                        \
+			s->shared.v++;                                         \
+			UNLOCK(&s->lock);                                      \
+		}                                                              \
 	}
-}
-
-static void counter_add_spin(void *sh, struct thr *t, unsigned n)
-{
-	struct counter_state *s = sh;
-
-	(void)t;
-	for (unsigned i = 0; i < n; i++) {
-		pthread_spin_lock(&s->spin);
-		s->shared.v++;
-		pthread_spin_unlock(&s->spin);
-	}
-}
+LOCKED_ADD(counter_add_mutex, mutex, pthread_mutex_lock, pthread_mutex_unlock)
+LOCKED_ADD(counter_add_spin, spin, pthread_spin_lock, pthread_spin_unlock)
 
 int counter_expect(intptr_t got, struct thr *t, int n, char *err, size_t len)
 {
@@ -244,9 +235,7 @@ static void *ys_c4_setup(int nthreads)
 	(void)nthreads;
 	s->span = (size_t)ncpus_possible * CACHE_LINE;
 	s->parts = bench_alloc(4 * s->span);
-#ifdef YS_HAVE_HAND
-	ys_cid_ok = ys_cid_available();
-#endif
+	ys_note_cid();
 	return s;
 }
 
@@ -261,7 +250,7 @@ static void ys_c4_teardown(void *sh)
 	free(s);
 }
 
-static void *ys_c4_setup_rsk(int nthreads, enum rsk_index_mode mode)
+static void *ys_c4_setup_rsk_mode(int nthreads, enum rsk_index_mode mode)
 {
 	struct ys_c4 *s = ys_c4_setup(nthreads);
 
@@ -269,14 +258,7 @@ static void *ys_c4_setup_rsk(int nthreads, enum rsk_index_mode mode)
 		die_on(rsk_counter_create(&s->rc[k], mode), "rsk_counter_create");
 	return s;
 }
-static void *ys_c4_setup_rsk_cpu(int nthreads)
-{
-	return ys_c4_setup_rsk(nthreads, RSK_INDEX_CPU);
-}
-static void *ys_c4_setup_rsk_cid(int nthreads)
-{
-	return ys_c4_setup_rsk(nthreads, RSK_INDEX_CID);
-}
+MODE_SETUPS(ys_c4_setup_rsk, ys_c4_setup_rsk_mode)
 
 static __attribute__((noinline)) void ys_c4_rsk(void *sh, struct thr *t, unsigned n)
 {
@@ -313,17 +295,14 @@ static int ys_c4_check_rsk(void *sh, struct thr *t, int n, char *err, size_t len
 		     *p3 = p2 + s->span;                                       \
 		if (t->aux < 0)                                                \
 			return;                                                \
-		OTHER;                                                         \
+		OTHER(ys_c4_hand);                                             \
 		(void)p1, (void)p2, (void)p3;                                  \
 		YS_BY4(n, YS_HAND_ADD_##MODE);                                 \
 	}
 #define YS_HAND_ADD_cpu(k) ys_add_cpu(off, p##k, 1)
 #define YS_HAND_ADD_cid(k) ys_add_cid(off, p##k, 1)
-YS_C4_FN(cpu, (void)0)
-YS_C4_FN(cid, if (!ys_cid_ok) {
-	ys_c4_hand_cpu(sh, t, n);
-	return;
-})
+YS_C4_FN(cpu, YS_NO_OTHER)
+YS_C4_FN(cid, YS_CPU_IF_NO_CID)
 
 static int ys_c4_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
 {
@@ -372,18 +351,10 @@ static const struct impl counter_impls[] = {
 	COUNTER("mutex", counter_add_mutex, counter_check_shared),
 	COUNTER("spinlock", counter_add_spin, counter_check_shared),
 
-	ROW("counter-add4", "rseqkit", ys_c4_setup_rsk_cpu, NULL, ys_c4_rsk, NULL, ys_c4_check_rsk,
+	ROW("counter-add4", "rseqkit", ys_c4_setup_rsk, NULL, ys_c4_rsk, NULL, ys_c4_check_rsk,
 	    ys_c4_teardown),
-	ROW("counter-add4", "rseqkit-cid", ys_c4_setup_rsk_cid, NULL, ys_c4_rsk, NULL,
-	    ys_c4_check_rsk, ys_c4_teardown),
-#ifdef YS_HAVE_HAND
-	HAND_ROW("counter-add4", "hand-written", ys_c4_setup, ys_thread_init, ys_c4_hand_cpu,
-		 ys_c4_check_hand, ys_c4_teardown),
-	HAND_ROW("counter-add4", "hand-written-cid", ys_c4_setup, ys_thread_init, ys_c4_hand_cid,
-		 ys_c4_check_hand, ys_c4_teardown),
-#endif
-	ROW("counter-add4", "thread-local", ys_c4_setup, NULL, ys_c4_tl, ys_c4_tl_fini,
-	    counter_check_tl, ys_c4_teardown),
+	YS_ROWS("counter-add4", ys_c4_setup_rsk_cid, ys_c4_rsk, ys_c4_check_rsk, ys_c4_teardown,
+		ys_c4, ys_c4_check_hand, ys_c4_teardown, ys_c4_tl_fini, counter_check_tl),
 };
 
 const struct family fam_counter = {

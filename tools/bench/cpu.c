@@ -24,35 +24,34 @@ static void cpu_read_init(void *sh, struct thr *t)
 	t->aux = tl_cpu;
 }
 
-static void cpu_read_rseqkit(void *sh, struct thr *t, unsigned n)
+/* A loop summing what READ gives, n times, into t->acc; PRE first. */
+#define READ_LOOP(name, PRE, READ)                                             \
+	static void name(void *sh, struct thr *t, unsigned n)                  \
+	{                                                                      \
+		int64_t acc = 0;                                               \
+		(void)sh;                                                      \
+		PRE;                                                           \
+		for (unsigned i = 0; i < n; i++)                               \
+			acc += READ;                                           \
+		t->acc += acc;                                                 \
+	}
+
+READ_LOOP(cpu_read_rseqkit, (void)0, rsk_cpu())
+/* volatile: one load per operation, as rsk_cpu() does. */
+READ_LOOP(cpu_read_tl, (void)0, *(volatile int *)&tl_cpu)
+READ_LOOP(cpu_read_getcpu, (void)0, sched_getcpu())
+
+/* Thread i read ops_all indexes below the possible CPUs: their sum is in
+ * [0, ops x (cpus - 1)]. */
+static int read_sum_check(const struct thr *t, int i, const char *what, char *err, size_t len)
 {
-	int64_t acc = 0;
+	int64_t max = (int64_t)t[i].ops_all * (ncpus_possible - 1);
 
-	(void)sh;
-	for (unsigned i = 0; i < n; i++)
-		acc += rsk_cpu();
-	t->acc += acc;
-}
-
-static void cpu_read_tl(void *sh, struct thr *t, unsigned n)
-{
-	int64_t acc = 0;
-
-	(void)sh;
-	/* volatile: one load per operation, as rsk_cpu() does. */
-	for (unsigned i = 0; i < n; i++)
-		acc += *(volatile int *)&tl_cpu;
-	t->acc += acc;
-}
-
-static void cpu_read_getcpu(void *sh, struct thr *t, unsigned n)
-{
-	int64_t acc = 0;
-
-	(void)sh;
-	for (unsigned i = 0; i < n; i++)
-		acc += sched_getcpu();
-	t->acc += acc;
+	if (t[i].acc >= 0 && t[i].acc <= max)
+		return 0;
+	snprintf(err, len, "thread %d: sum of %s read %jd is outside [0, %jd]", i, what,
+		 (intmax_t)t[i].acc, (intmax_t)max);
+	return -1;
 }
 
 /* The sum of the CPU numbers read: exact for a pinned thread (and for the
@@ -68,9 +67,7 @@ static int cpu_read_check_common(struct thr *t, int n, bool exact_tl, char *err,
 					 (intmax_t)t[i].acc, (intmax_t)want);
 				return -1;
 			}
-		} else if (t[i].acc < 0 || t[i].acc > ops * (ncpus_possible - 1)) {
-			snprintf(err, len, "thread %d: sum of CPUs read %jd is outside [0, %jd]", i,
-				 (intmax_t)t[i].acc, (intmax_t)(ops * (ncpus_possible - 1)));
+		} else if (read_sum_check(t, i, "CPUs", err, len)) {
 			return -1;
 		}
 	}
@@ -101,6 +98,14 @@ bool ys_rows_available(void)
 
 int ys_cid_ok; /* mm_cid written by the kernel (else -cid rows index by cpu_id) */
 
+/* At a yardstick row's setup: whether the kernel writes mm_cid here. */
+void ys_note_cid(void)
+{
+#ifdef YS_HAVE_HAND
+	ys_cid_ok = ys_cid_available();
+#endif
+}
+
 #ifdef YS_HAVE_HAND
 void ys_thread_init(void *sh, struct thr *t)
 {
@@ -130,18 +135,7 @@ static void ys_cpu_init(void *sh, struct thr *t)
 		t->aux = -ENOSYS;
 }
 
-static void ys_cpu_hand(void *sh, struct thr *t, unsigned n)
-{
-	ptrdiff_t off = ys_offset();
-	int64_t acc = 0;
-
-	(void)sh;
-	if (t->aux < 0)
-		return;
-	for (unsigned i = 0; i < n; i++)
-		acc += ys_read_cpu(off);
-	t->acc += acc;
-}
+READ_LOOP(ys_cpu_hand, ptrdiff_t off = ys_offset(); if (t->aux < 0) return, ys_read_cpu(off))
 
 static int ys_cpu_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
 {
@@ -151,38 +145,21 @@ static int ys_cpu_check_hand(void *sh, struct thr *t, int n, char *err, size_t l
 static void ys_cid_init(void *sh, struct thr *t)
 {
 	(void)sh;
-	ys_cid_ok = ys_cid_available();
+	ys_note_cid();
 	if (!ys_thread_ok())
 		t->aux = -ENOSYS;
 }
 
-static void ys_cid_hand(void *sh, struct thr *t, unsigned n)
-{
-	ptrdiff_t off = ys_offset();
-	int64_t acc = 0;
-
-	(void)sh;
-	if (t->aux < 0)
-		return;
-	if (!ys_cid_ok) {
-		ys_cpu_hand(sh, t, n);
-		return;
-	}
-	for (unsigned i = 0; i < n; i++)
-		acc += ys_read_cid(off);
-	t->acc += acc;
-}
+/* Where the kernel writes no mm_cid: the cpu_id read. */
+READ_LOOP(ys_cid_hand, ptrdiff_t off = ys_offset(); if (t->aux < 0) return;
+	  if (!ys_cid_ok) {
+		  ys_cpu_hand(sh, t, n);
+		  return;
+	  },
+	  ys_read_cid(off))
 #endif
 
-static void ys_cid_rsk(void *sh, struct thr *t, unsigned n)
-{
-	int64_t acc = 0;
-
-	(void)sh;
-	for (unsigned i = 0; i < n; i++)
-		acc += rsk_mm_cid();
-	t->acc += acc;
-}
+READ_LOOP(ys_cid_rsk, (void)0, rsk_mm_cid())
 
 static __thread int ys_tl_cid;
 
@@ -194,15 +171,7 @@ static void ys_cid_tl_init(void *sh, struct thr *t)
 	ys_tl_cid = (int)t->aux;
 }
 
-static void ys_cid_tl(void *sh, struct thr *t, unsigned n)
-{
-	int64_t acc = 0;
-
-	(void)sh;
-	for (unsigned i = 0; i < n; i++)
-		acc += *(volatile int *)&ys_tl_cid;
-	t->acc += acc;
-}
+READ_LOOP(ys_cid_tl, (void)0, *(volatile int *)&ys_tl_cid)
 
 /* Every value read is an index below the possible CPUs: the sum is in
  * [0, ops x (cpus - 1)]; the thread-local value exactly ops x it. */
@@ -210,17 +179,13 @@ static int ys_cid_check(void *sh, struct thr *t, int n, char *err, size_t len)
 {
 	(void)sh;
 	for (int i = 0; i < n; i++) {
-		int64_t ops = (int64_t)t[i].ops_all;
 		if (t[i].aux < 0) {
 			snprintf(err, len, "thread %d: cannot run a section: %s", i,
 				 strerror((int)-t[i].aux));
 			return -1;
 		}
-		if (t[i].acc < 0 || t[i].acc > ops * (ncpus_possible - 1)) {
-			snprintf(err, len, "thread %d: sum of mm_cids read %jd is outside [0, %jd]", i,
-				 (intmax_t)t[i].acc, (intmax_t)(ops * (ncpus_possible - 1)));
+		if (read_sum_check(t, i, "mm_cids", err, len))
 			return -1;
-		}
 	}
 	return 0;
 }

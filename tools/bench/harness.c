@@ -52,6 +52,16 @@ void *bench_alloc(size_t bytes)
 	return p;
 }
 
+void bench_free(int n, ...)
+{
+	va_list ap;
+
+	va_start(ap, n);
+	while (n-- > 0)
+		free(va_arg(ap, void *));
+	va_end(ap);
+}
+
 static void *worker(void *arg)
 {
 	struct thr *t = arg;

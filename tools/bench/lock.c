@@ -35,26 +35,16 @@ void BENCH_LOOP(lock_rseqkit)(void *sh, struct thr *t, unsigned n)
 }
 
 #ifndef BENCH_UNGATED
-static void *lock_setup_mode(enum rsk_index_mode mode)
+static void *lock_setup_mode(int nthreads, enum rsk_index_mode mode)
 {
 	struct lock_state *s = bench_alloc(sizeof(*s));
 
+	(void)nthreads;
 	counter_init(&s->c);
 	die_on(rsk_spinlock_create(&s->rl, mode), "rsk_spinlock_create");
 	return s;
 }
-
-static void *lock_setup(int nthreads)
-{
-	(void)nthreads;
-	return lock_setup_mode(RSK_INDEX_CPU);
-}
-
-static void *lock_setup_cid(int nthreads)
-{
-	(void)nthreads;
-	return lock_setup_mode(RSK_INDEX_CID);
-}
+MODE_SETUPS(lock_setup, lock_setup_mode)
 
 static void lock_teardown(void *sh)
 {
@@ -67,26 +57,12 @@ static void lock_teardown(void *sh)
 
 static void lock_mutex(void *sh, struct thr *t, unsigned n)
 {
-	struct counter_state *s = &((struct lock_state *)sh)->c;
-
-	(void)t;
-	for (unsigned i = 0; i < n; i++) {
-		pthread_mutex_lock(&s->mutex);
-		s->shared.v++;
-		pthread_mutex_unlock(&s->mutex);
-	}
+	counter_add_mutex(&((struct lock_state *)sh)->c, t, n);
 }
 
 static void lock_pspin(void *sh, struct thr *t, unsigned n)
 {
-	struct counter_state *s = &((struct lock_state *)sh)->c;
-
-	(void)t;
-	for (unsigned i = 0; i < n; i++) {
-		pthread_spin_lock(&s->spin);
-		s->shared.v++;
-		pthread_spin_unlock(&s->spin);
-	}
+	counter_add_spin(&((struct lock_state *)sh)->c, t, n);
 }
 
 static int lock_check_slots(void *sh, struct thr *t, int n, char *err, size_t len)
@@ -117,9 +93,7 @@ static void *ys_lock_setup(int nthreads)
 
 	s->ls = lock_setup(nthreads);
 	s->locks = bench_alloc((size_t)ncpus_possible * CACHE_LINE);
-#ifdef YS_HAVE_HAND
-	ys_cid_ok = ys_cid_available();
-#endif
+	ys_note_cid();
 	return s;
 }
 
@@ -142,18 +116,15 @@ static void ys_lock_teardown(void *sh)
 		char *locks = s->locks, *slots = (char *)s->ls->c.slots;       \
 		if (t->aux < 0)                                                \
 			return;                                                \
-		OTHER;                                                         \
+		OTHER(ys_lock_hand);                                           \
 		for (unsigned i = 0; i < n; i++) {                             \
 			uintptr_t o = ys_lock_##MODE(off, locks);              \
 			(*(intptr_t *)(void *)(slots + o))++;                  \
 			ys_unlock(locks, o);                                   \
 		}                                                              \
 	}
-YS_LOCK_FN(cpu, (void)0)
-YS_LOCK_FN(cid, if (!ys_cid_ok) {
-	ys_lock_hand_cpu(sh, t, n);
-	return;
-})
+YS_LOCK_FN(cpu, YS_NO_OTHER)
+YS_LOCK_FN(cid, YS_CPU_IF_NO_CID)
 
 static int ys_lock_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
 {
@@ -213,16 +184,8 @@ static const struct impl lock_impls[] = {
 #ifdef BENCH_HAVE_CK
 	ROW("spinlock", "ck", ck_lock_setup, NULL, ck_lock_fn, NULL, ck_lock_check, ck_lock_teardown),
 #endif
-	ROW("spinlock", "rseqkit-cid", lock_setup_cid, NULL, lock_rseqkit, NULL, lock_check_slots,
-	    lock_teardown),
-#ifdef YS_HAVE_HAND
-	HAND_ROW("spinlock", "hand-written", ys_lock_setup, ys_thread_init, ys_lock_hand_cpu,
-		 ys_lock_check_hand, ys_lock_teardown),
-	HAND_ROW("spinlock", "hand-written-cid", ys_lock_setup, ys_thread_init, ys_lock_hand_cid,
-		 ys_lock_check_hand, ys_lock_teardown),
-#endif
-	ROW("spinlock", "thread-local", ys_lock_setup, NULL, ys_lock_tl, ys_lock_tl_fini,
-	    ys_lock_check_tl, ys_lock_teardown),
+	YS_ROWS("spinlock", lock_setup_cid, lock_rseqkit, lock_check_slots, lock_teardown, ys_lock,
+		ys_lock_check_hand, ys_lock_teardown, ys_lock_tl_fini, ys_lock_check_tl),
 };
 
 const struct family fam_lock = {

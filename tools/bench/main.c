@@ -201,7 +201,7 @@ static bool listed(const char *impl_op, const char *const *ops, int nops)
 int main(int argc, char **argv)
 {
 	struct config cfg = {.reps = -1, .ms = 0};
-	const char *ops_arg = NULL, *threads_arg = NULL, *csv = NULL, *json = NULL;
+	const char *ops_arg = NULL, *threads_arg = NULL, *csv = NULL, *json = NULL, *outdir_arg = NULL;
 	char outdir[PATH_MAX] = "";
 	bool no_plots = false;
 	int ms = -1, fb_rfd = -1, fb_wfd = -1;
@@ -244,32 +244,19 @@ int main(int argc, char **argv)
 					printf("%s,%s\n", im->op, im->name);
 			}
 			return 0;
-		} else if (!strcmp(a, "--ops")) {
+		} else if (!strcmp(a, "--ops") || !strcmp(a, "--threads") || !strcmp(a, "--outdir") ||
+			   !strcmp(a, "--csv") || !strcmp(a, "--json")) {
 			NEEDS_VALUE;
-			ops_arg = v;
-		} else if (!strcmp(a, "--threads")) {
+			*(!strcmp(a, "--ops")	    ? &ops_arg
+			  : !strcmp(a, "--threads") ? &threads_arg
+			  : !strcmp(a, "--outdir")  ? &outdir_arg
+			  : !strcmp(a, "--csv")	    ? &csv
+						    : &json) = v;
+		} else if (!strcmp(a, "--reps") || !strcmp(a, "--ms")) {
+			bool reps = !strcmp(a, "--reps");
 			NEEDS_VALUE;
-			threads_arg = v;
-		} else if (!strcmp(a, "--outdir")) {
-			NEEDS_VALUE;
-			snprintf(outdir, sizeof(outdir), "%s", v);
-		} else if (!strcmp(a, "--csv")) {
-			NEEDS_VALUE;
-			csv = v;
-		} else if (!strcmp(a, "--json")) {
-			NEEDS_VALUE;
-			json = v;
-		} else if (!strcmp(a, "--reps")) {
-			NEEDS_VALUE;
-			if ((cfg.reps = parse_uint(v, 1, 1000)) < 0) {
-				fprintf(stderr, "%s: bad --reps '%s'\n", argv[0], v);
-				usage(stderr, argv[0]);
-				return 2;
-			}
-		} else if (!strcmp(a, "--ms")) {
-			NEEDS_VALUE;
-			if ((ms = parse_uint(v, 1, 60000)) < 0) {
-				fprintf(stderr, "%s: bad --ms '%s'\n", argv[0], v);
+			if ((*(reps ? &cfg.reps : &ms) = parse_uint(v, 1, reps ? 1000 : 60000)) < 0) {
+				fprintf(stderr, "%s: bad %s '%s'\n", argv[0], a, v);
 				usage(stderr, argv[0]);
 				return 2;
 			}
@@ -374,7 +361,9 @@ int main(int argc, char **argv)
 
 	/* Where the results go, checked before the run: an unwritable
 	 * directory is found now, not after minutes of measuring. */
-	if (!outdir[0])
+	if (outdir_arg)
+		snprintf(outdir, sizeof(outdir), "%s", outdir_arg);
+	else
 		default_outdir(outdir, sizeof(outdir));
 	char csvpath[PATH_MAX + 32], jsonpath[PATH_MAX + 32], dir[PATH_MAX];
 	snprintf(csvpath, sizeof(csvpath), "%s", csv ? csv : "");

@@ -78,34 +78,15 @@ struct pool_state {
 	size_t nchunks, capchunks;
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
-}
-
 static void *pool_setup(int nthreads, int kind, bool pc)
 {
-	struct pool_state *s = aligned_alloc(CACHE_LINE, sizeof(*s));
+	struct pool_state *s = bench_alloc(sizeof(*s));
 
-	if (!s)
-		exit(1);
-	memset(s, 0, sizeof(*s));
 	s->kind = kind;
 	s->nthreads = nthreads;
-	s->pt = aligned_alloc(CACHE_LINE, sizeof(*s->pt) * (size_t)nthreads);
-	if (!s->pt)
-		exit(1);
-	memset(s->pt, 0, sizeof(*s->pt) * (size_t)nthreads);
-	if (pc) {
-		size_t sz = sizeof(*s->rings) * (size_t)(nthreads / 2 > 0 ? nthreads / 2 : 1);
-		if (!(s->rings = aligned_alloc(CACHE_LINE, sz)))
-			exit(1);
-		memset(s->rings, 0, sz);
-	}
+	s->pt = bench_alloc(sizeof(*s->pt) * (size_t)nthreads);
+	if (pc)
+		s->rings = bench_alloc(sizeof(*s->rings) * (size_t)(nthreads / 2 > 0 ? nthreads / 2 : 1));
 	pthread_mutex_init(&s->mu, NULL);
 	if (kind == PK_RSK) {
 		struct rsk_pool_config cfg = {.size = POOL_OBJ, .cache_capacity = POOL_CAP,
@@ -233,17 +214,32 @@ static inline __attribute__((always_inline)) void pool_pairs(struct pool_state *
 		__atomic_fetch_add(&s->bad, 1, __ATOMIC_RELAXED);
 }
 
-static __attribute__((noinline)) void pool_fn_rsk(void *sh, struct thr *t, unsigned n)
+/* One loop per kind (noinline: each to read in objdump -d); pool_pairs()
+ * and pc_objects() take the kind as a constant. */
+#define POOL_FNS(kind, KIND)                                                   \
+	static __attribute__((noinline)) void pool_fn_##kind(void *sh, struct thr *t, unsigned n) \
+	{                                                                      \
+		pool_pairs(sh, t, n, KIND);                                    \
+	}                                                                      \
+	static __attribute__((noinline, unused)) void pc_fn_##kind(void *sh, struct thr *t, \
+								   unsigned n) \
+	{                                                                      \
+		pc_objects(sh, t, n, KIND);                                    \
+	}
+
+/* The k-th pause waiting for the other side of a ring: false if the run
+ * stopped.  Spin PC_SPIN times, then yield. */
+static bool pc_pause(unsigned k, const int *stop)
 {
-	pool_pairs(sh, t, n, PK_RSK);
-}
-static __attribute__((noinline)) void pool_fn_malloc(void *sh, struct thr *t, unsigned n)
-{
-	pool_pairs(sh, t, n, PK_MALLOC);
-}
-static __attribute__((noinline)) void pool_fn_mutex(void *sh, struct thr *t, unsigned n)
-{
-	pool_pairs(sh, t, n, PK_MUTEX);
+	if (__atomic_load_n(stop, __ATOMIC_RELAXED))
+		return false;
+	if (k >= PC_SPIN)
+		sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+	else
+		__builtin_ia32_pause();
+#endif
+	return true;
 }
 
 /* Room in the ring for slot `tail`: false if the run stopped first. */
@@ -253,12 +249,8 @@ static bool pc_wait_room(struct pc_ring *q, size_t tail, const int *stop)
 		q->p.head_seen = __atomic_load_n(&q->c.head, __ATOMIC_ACQUIRE);
 		if (tail - q->p.head_seen < PC_RING)
 			return true;
-		if (__atomic_load_n(stop, __ATOMIC_RELAXED))
+		if (!pc_pause(k, stop))
 			return false;
-		if (k < PC_SPIN)
-			cpu_relax();
-		else
-			sched_yield();
 	}
 }
 
@@ -269,12 +261,8 @@ static bool pc_wait_item(struct pc_ring *q, size_t head, const int *stop)
 		q->c.tail_seen = __atomic_load_n(&q->p.tail, __ATOMIC_ACQUIRE);
 		if (q->c.tail_seen != head)
 			return true;
-		if (__atomic_load_n(stop, __ATOMIC_RELAXED))
+		if (!pc_pause(k, stop))
 			return false;
-		if (k < PC_SPIN)
-			cpu_relax();
-		else
-			sched_yield();
 	}
 }
 
@@ -336,14 +324,9 @@ static inline __attribute__((always_inline)) void pc_objects(struct pool_state *
 		__atomic_fetch_add(&s->bad, 1, __ATOMIC_RELAXED);
 }
 
-static __attribute__((noinline)) void pc_fn_rsk(void *sh, struct thr *t, unsigned n)
-{
-	pc_objects(sh, t, n, PK_RSK);
-}
-static __attribute__((noinline)) void pc_fn_malloc(void *sh, struct thr *t, unsigned n)
-{
-	pc_objects(sh, t, n, PK_MALLOC);
-}
+POOL_FNS(rsk, PK_RSK)
+POOL_FNS(malloc, PK_MALLOC)
+POOL_FNS(mutex, PK_MUTEX)
 
 /* Free what is left in the rings, in order (checked); the count. */
 static uint64_t pc_drain(struct pool_state *s, int pair)

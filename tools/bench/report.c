@@ -239,51 +239,47 @@ static void tl_report(const struct row *rows, int nrows, const char *const *ops,
 	}
 }
 
-void fallback_report(const struct row *rows, int nrows, const char *const *ops, int nops)
+/* Each row named `key` of the ops beside its twin of the same op and
+ * thread count named `twin` (`twin_counter` for counter-add), under a
+ * heading, with a target: key / twin, or twin / key if !key_over_twin. */
+static void twin_report(const struct row *rows, int nrows, const char *const *ops, int nops,
+			const char *key, const char *twin, const char *twin_counter,
+			bool key_over_twin, const char *heading, double target)
 {
 	bool head = false;
 
 	for (int i = 0; i < nrows; i++) {
-		const struct row *fb = &rows[i];
+		const struct row *r = &rows[i];
 		char what[96];
-		if (fb->failed || strcmp(fb->im->name, "rseqkit-fallback") ||
-		    !in_ops(fb->im->op, ops, nops))
+		if (r->failed || strcmp(r->im->name, key) || !in_ops(r->im->op, ops, nops))
 			continue;
-		const struct row *mx = find_row(rows, nrows, fb->im->op, "mutex", fb->threads);
-		if (!mx)
+		const struct row *o = find_row(rows, nrows, r->im->op,
+					       strcmp(r->im->op, "counter-add") ? twin : twin_counter,
+					       r->threads);
+		if (!o)
 			continue;
 		if (!head)
-			printf("\nfallback (no rseq, RSEQKIT_DISABLE=1 child) / mutex, ns per op:\n");
+			printf("\n%s, ns per op:\n", heading);
 		head = true;
-		snprintf(what, sizeof(what), "%-12s %2d threads  %9.3f / %9.3f ns", fb->im->op,
-			 fb->threads, fb->ns_per_op, mx->ns_per_op);
-		print_target(what, fb->ns_per_op / mx->ns_per_op, "<=", 1.0);
+		const struct row *a = key_over_twin ? r : o, *b = key_over_twin ? o : r;
+		snprintf(what, sizeof(what), "%-12s %2d threads  %9.3f / %9.3f ns", r->im->op,
+			 r->threads, a->ns_per_op, b->ns_per_op);
+		print_target(what, a->ns_per_op / b->ns_per_op, "<=", target);
 	}
 }
 
+void fallback_report(const struct row *rows, int nrows, const char *const *ops, int nops)
+{
+	twin_report(rows, nrows, ops, nops, "rseqkit-fallback", "mutex", "mutex", true,
+		    "fallback (no rseq, RSEQKIT_DISABLE=1 child) / mutex", 1.0);
+}
+
+/* The counter's gated twin is the library counter. */
 void ungated_report(const struct row *rows, int nrows, const char *const *ops, int nops)
 {
-	bool head = false;
-
-	for (int i = 0; i < nrows; i++) {
-		const struct row *ug = &rows[i];
-		char what[96];
-		if (ug->failed || strcmp(ug->im->name, "rseqkit-ungated") ||
-		    !in_ops(ug->im->op, ops, nops))
-			continue;
-		/* the counter's gated twin is the library counter */
-		const char *gname = strcmp(ug->im->op, "counter-add") ? "rseqkit" : "rseqkit-counter";
-		const struct row *g = find_row(rows, nrows, ug->im->op, gname, ug->threads);
-		if (!g)
-			continue;
-		if (!head)
-			printf("\nprotocol cost: gated fast path / the same code with the gate compiled "
-			       "out, ns per op:\n");
-		head = true;
-		snprintf(what, sizeof(what), "%-12s %2d threads  %9.3f / %9.3f ns", ug->im->op,
-			 ug->threads, g->ns_per_op, ug->ns_per_op);
-		print_target(what, g->ns_per_op / ug->ns_per_op, "<=", 1.15);
-	}
+	twin_report(rows, nrows, ops, nops, "rseqkit-ungated", "rseqkit", "rseqkit-counter", false,
+		    "protocol cost: gated fast path / the same code with the gate compiled out",
+		    1.15);
 }
 
 /* The yardstick summary: each rseqkit row beside its hand-written twin,

@@ -50,15 +50,7 @@ static void *rstack_setup_mode(int nthreads, enum rsk_index_mode mode)
 	return s;
 }
 
-static void *rstack_setup(int nthreads)
-{
-	return rstack_setup_mode(nthreads, RSK_INDEX_CPU);
-}
-
-static void *rstack_setup_cid(int nthreads)
-{
-	return rstack_setup_mode(nthreads, RSK_INDEX_CID);
-}
+MODE_SETUPS(rstack_setup, rstack_setup_mode)
 
 static int rstack_check(void *sh, struct thr *t, int n, char *err, size_t len)
 {
@@ -82,16 +74,8 @@ static const struct impl stack_impls[] = {
 #ifdef BENCH_HAVE_CK
 	ROW("stack", "ck", ck_stack_setup, NULL, ck_stack_fn, NULL, ck_stack_check, ck_stack_teardown),
 #endif
-	ROW("stack", "rseqkit-cid", rstack_setup_cid, NULL, xfer_rstack, NULL, rstack_check,
-	    xfer_teardown),
-#ifdef YS_HAVE_HAND
-	HAND_ROW("stack", "hand-written", ys_stack_setup, ys_thread_init, ys_stack_hand_cpu,
-		 ys_stack_check_hand, ys_xfer_teardown),
-	HAND_ROW("stack", "hand-written-cid", ys_stack_setup, ys_thread_init, ys_stack_hand_cid,
-		 ys_stack_check_hand, ys_xfer_teardown),
-#endif
-	ROW("stack", "thread-local", ys_stack_setup, NULL, ys_stack_tl, ys_xfer_tl_fini,
-	    ys_xfer_check_tl, ys_xfer_teardown),
+	YS_ROWS("stack", rstack_setup_cid, xfer_rstack, rstack_check, xfer_teardown, ys_stack,
+		ys_stack_check_hand, ys_xfer_teardown, ys_xfer_tl_fini, ys_xfer_check_tl),
 };
 
 const struct family fam_stack = {

@@ -197,12 +197,7 @@ static void wl_teardown(void *sh)
 		pthread_mutex_destroy(&s->pc[c].mu);
 	pthread_mutex_destroy(&s->pool_mu);
 	pthread_mutex_destroy(&s->lat_mu);
-	free(s->objs);
-	free(s->seen);
-	free(s->pool);
-	free(s->pc);
-	free(s->lat);
-	free(s);
+	bench_free(6, s->objs, s->seen, s->pool, s->pc, s->lat, s);
 }
 
 static void wl_thread_init(void *sh, struct thr *t)

@@ -11,19 +11,16 @@
 
 struct xfer_state *xfer_setup(int nthreads, size_t words)
 {
-	struct xfer_state *s = aligned_alloc(CACHE_LINE, sizeof(*s));
+	struct xfer_state *s = bench_alloc(sizeof(*s));
 	int nids = nthreads * HAND;
 
-	if (!s)
-		exit(1);
-	memset(s, 0, sizeof(*s));
 	s->nids = nids;
 	s->words = words;
-	s->hands = aligned_alloc(CACHE_LINE, sizeof(*s->hands) * (size_t)nthreads);
+	s->hands = bench_alloc(sizeof(*s->hands) * (size_t)nthreads);
 	s->nodes = calloc((size_t)nids, sizeof(*s->nodes));
 	s->seen = calloc((size_t)nids, 1);
 	s->mbuf = calloc((size_t)nids * words, sizeof(intptr_t));
-	if (!s->hands || !s->nodes || !s->seen || !s->mbuf)
+	if (!s->nodes || !s->seen || !s->mbuf)
 		exit(1);
 	for (int i = 0; i < nthreads; i++) {
 		for (int k = 0; k < HAND; k++)
@@ -60,11 +57,7 @@ void xfer_teardown(void *sh)
 	if (s->rc)
 		rsk_copybuf_destroy(s->rc);
 	pthread_mutex_destroy(&s->mu);
-	free(s->hands);
-	free(s->nodes);
-	free(s->seen);
-	free(s->mbuf);
-	free(s);
+	bench_free(5, s->hands, s->nodes, s->seen, s->mbuf, s);
 }
 
 /* Mark an id found; 0 if it is valid and was not found before. */
@@ -148,11 +141,7 @@ void xfer_mutex_ptr(void *sh, struct thr *t, unsigned n)
 	void xfer_mutex_copy##W(void *sh, struct thr *t, unsigned n)    \
 	{                                                                      \
 		struct xfer_state *s = sh;                                     \
-		intptr_t v_[W];                                                \
-		int torn_ = 0;                                                 \
-		XFER_LOOP(s, t, n, MXC_PUSH##W, MXC_POP##W);                   \
-		if (torn_)                                                     \
-			__atomic_fetch_add(&s->torn, torn_, __ATOMIC_RELAXED); \
+		COPY_LOOP(s, t, n, W, MXC_PUSH##W, MXC_POP##W);                       \
 	}
 #define MXC_PUSH2(id) ({ ITEM_FILL(v_, 2, id); mx_push(s, v_); })
 #define MXC_POP2(p) ({ int r_ = mx_pop(s, v_); torn_ |= ITEM_TORN(v_, 2); *(p) = v_[0]; r_; })
@@ -188,52 +177,32 @@ static struct ys_xfer *ys_xfer_setup(int nthreads, size_t words, int shift)
 	s->tl_head = bench_alloc(sizeof(*s->tl_head) * (size_t)nthreads);
 	s->tl_items = bench_alloc(sizeof(intptr_t) * (size_t)nthreads * YS_TL_CAP * words);
 	s->tl_count = bench_alloc(sizeof(int) * (size_t)nthreads);
-#ifdef YS_HAVE_HAND
-	ys_cid_ok = ys_cid_available();
-#endif
+	ys_note_cid();
 	return s;
 }
 
-void *ys_stack_setup(int nthreads)
-{
-	return ys_xfer_setup(nthreads, 1, 7);
-}
-void *ys_ptr_setup(int nthreads)
-{
-#ifdef YS_HAVE_HAND
-	return ys_xfer_setup(nthreads, 1, YS_PTR_SHIFT);
-#else
-	return ys_xfer_setup(nthreads, 1, 7);
+/* Part sizes: 128 bytes, or the hand-written buffers' (yardstick.h). */
+#ifndef YS_HAVE_HAND
+#define YS_PTR_SHIFT 7
+#define YS_C16_SHIFT 7
+#define YS_C64_SHIFT 7
 #endif
-}
-void *ys_copy2_setup(int nthreads)
-{
-#ifdef YS_HAVE_HAND
-	return ys_xfer_setup(nthreads, 2, YS_C16_SHIFT);
-#else
-	return ys_xfer_setup(nthreads, 2, 7);
-#endif
-}
-void *ys_copy8_setup(int nthreads)
-{
-#ifdef YS_HAVE_HAND
-	return ys_xfer_setup(nthreads, 8, YS_C64_SHIFT);
-#else
-	return ys_xfer_setup(nthreads, 8, 7);
-#endif
-}
+#define YS_XFER_SETUP(name, words, shift)                                      \
+	void *name(int nthreads)                                               \
+	{                                                                      \
+		return ys_xfer_setup(nthreads, words, shift);                  \
+	}
+YS_XFER_SETUP(ys_stack_setup, 1, 7)
+YS_XFER_SETUP(ys_ptr_setup, 1, YS_PTR_SHIFT)
+YS_XFER_SETUP(ys_copy2_setup, 2, YS_C16_SHIFT)
+YS_XFER_SETUP(ys_copy8_setup, 8, YS_C64_SHIFT)
 
 void ys_xfer_teardown(void *sh)
 {
 	struct ys_xfer *s = sh;
 
 	xfer_teardown(s->x);
-	free(s->parts);
-	free(s->nodes);
-	free(s->tl_head);
-	free(s->tl_items);
-	free(s->tl_count);
-	free(s);
+	bench_free(6, s->parts, s->nodes, s->tl_head, s->tl_items, s->tl_count, s);
 }
 
 /* An id from a node pointer found in a structure; -1 if it is none. */
@@ -246,47 +215,55 @@ static intptr_t ys_node_id(struct ys_xfer *s, const void *p)
 	return nd->id;
 }
 
+/* The count items of a buffer (pointers to nodes where an item is one
+ * word, else copies whose words are all the id): marked found, torn
+ * copies counted; nonzero if one was invalid or found before. */
+static int ys_items_seen(struct ys_xfer *s, const intptr_t *items, intptr_t count)
+{
+	size_t words = s->x->words;
+	int dup = 0;
+
+	for (intptr_t k = 0; k < count; k++) {
+		const intptr_t *v = &items[(size_t)k * words];
+		if (words == 1) {
+			dup |= xfer_seen(s->x, ys_node_id(s, (void *)v[0]));
+		} else {
+			s->x->torn += ITEM_TORN(v, words);
+			dup |= xfer_seen(s->x, v[0]);
+		}
+	}
+	return dup;
+}
+
 #ifdef YS_HAVE_HAND
 /* Hand-written transfers, one function per structure and mode. */
 #define YS_XFER_FNS(MODE, OTHER)                                               \
-	void ys_stack_hand_##MODE(void *sh, struct thr *t, unsigned n)  \
-	{                                                                      \
-		struct ys_xfer *s = sh;                                        \
-		ptrdiff_t off = ys_offset();                                   \
-		char *parts = s->parts;                                        \
-		struct ys_node *nodes = s->nodes;                              \
-		if (t->aux < 0)                                                \
-			return;                                                \
-		OTHER(ys_stack_hand);                                          \
-		XFER_LOOP(s->x, t, n, YSS_PUSH_##MODE, YSS_POP_##MODE);        \
-	}                                                                      \
-	void ys_ptr_hand_##MODE(void *sh, struct thr *t, unsigned n)    \
-	{                                                                      \
-		struct ys_xfer *s = sh;                                        \
-		ptrdiff_t off = ys_offset();                                   \
-		char *parts = s->parts;                                        \
-		struct ys_node *nodes = s->nodes;                              \
-		if (t->aux < 0)                                                \
-			return;                                                \
-		OTHER(ys_ptr_hand);                                            \
-		XFER_LOOP(s->x, t, n, YSP_PUSH_##MODE, YSP_POP_##MODE);        \
-	}                                                                      \
+	YS_NODE_FN(ys_stack_hand, MODE, OTHER, YSS_PUSH_##MODE, YSS_POP_##MODE) \
+	YS_NODE_FN(ys_ptr_hand, MODE, OTHER, YSP_PUSH_##MODE, YSP_POP_##MODE)  \
 	YS_COPY_FN(MODE, OTHER, 2)                                             \
 	YS_COPY_FN(MODE, OTHER, 8)
+#define YS_NODE_FN(name, MODE, OTHER, PUSH, POP)                               \
+	void name##_##MODE(void *sh, struct thr *t, unsigned n)                \
+	{                                                                      \
+		struct ys_xfer *s = sh;                                        \
+		ptrdiff_t off = ys_offset();                                   \
+		char *parts = s->parts;                                        \
+		struct ys_node *nodes = s->nodes;                              \
+		if (t->aux < 0)                                                \
+			return;                                                \
+		OTHER(name);                                                   \
+		XFER_LOOP(s->x, t, n, PUSH, POP);                              \
+	}
 #define YS_COPY_FN(MODE, OTHER, W)                                             \
 	void ys_copy##W##_hand_##MODE(void *sh, struct thr *t, unsigned n) \
 	{                                                                      \
 		struct ys_xfer *s = sh;                                        \
 		ptrdiff_t off = ys_offset();                                   \
 		char *parts = s->parts;                                        \
-		intptr_t v_[W];                                                \
-		int torn_ = 0;                                                 \
 		if (t->aux < 0)                                                \
 			return;                                                \
 		OTHER(ys_copy##W##_hand);                                      \
-		XFER_LOOP(s->x, t, n, YSC_PUSH##W##_##MODE, YSC_POP##W##_##MODE); \
-		if (torn_)                                                     \
-			__atomic_fetch_add(&s->x->torn, torn_, __ATOMIC_RELAXED); \
+		COPY_LOOP(s->x, t, n, W, YSC_PUSH##W##_##MODE, YSC_POP##W##_##MODE); \
 	}
 #define YSS_PUSH(MODE, id) (ys_push_##MODE(off, parts, &nodes[id]), 0)
 #define YSS_POP(MODE, p) ({ struct ys_node *nd_ = ys_pop_##MODE(off, parts); \
@@ -313,15 +290,6 @@ static intptr_t ys_node_id(struct ys_xfer *s, const void *p)
 #define YSC_POP2_cid(p) YSC_POP(cid, 2, p)
 #define YSC_PUSH8_cid(id) YSC_PUSH(cid, 8, id)
 #define YSC_POP8_cid(p) YSC_POP(cid, 8, p)
-#define YS_NO_OTHER(fn) (void)0
-/* -cid rows where the kernel writes no mm_cid: the cpu_id row's code. */
-#define YS_CPU_IF_NO_CID(fn)                                                   \
-	do {                                                                   \
-		if (!ys_cid_ok) {                                              \
-			fn##_cpu(sh, t, n);                                    \
-			return;                                                \
-		}                                                              \
-	} while (0)
 YS_XFER_FNS(cpu, YS_NO_OTHER)
 YS_XFER_FNS(cid, YS_CPU_IF_NO_CID)
 
@@ -364,15 +332,7 @@ int ys_buf_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
 				 (intmax_t)cap);
 			return -1;
 		}
-		for (intptr_t k = 0; k < p[0]; k++) {
-			intptr_t *v = &p[2 + k * (intptr_t)words];
-			if (words == 1) {
-				dup |= xfer_seen(s->x, ys_node_id(s, (void *)v[0]));
-			} else {
-				s->x->torn += ITEM_TORN(v, words);
-				dup |= xfer_seen(s->x, v[0]);
-			}
-		}
+		dup |= ys_items_seen(s, &p[2], p[0]);
 	}
 	return xfer_finish(s->x, t, n, dup, err, len);
 }
@@ -414,11 +374,7 @@ void ys_ptr_tl(void *sh, struct thr *t, unsigned n)
 	void ys_copy##W##_tl(void *sh, struct thr *t, unsigned n)       \
 	{                                                                      \
 		struct ys_xfer *s = sh;                                        \
-		intptr_t v_[W];                                                \
-		int torn_ = 0;                                                 \
-		XFER_LOOP(s->x, t, n, YSTC_PUSH##W, YSTC_POP##W);              \
-		if (torn_)                                                     \
-			__atomic_fetch_add(&s->x->torn, torn_, __ATOMIC_RELAXED); \
+		COPY_LOOP(s->x, t, n, W, YSTC_PUSH##W, YSTC_POP##W);                  \
 	}
 #define YSTC_PUSH(W, id) ({ int r_ = -1; ITEM_FILL(v_, W, id); if (ys_tl_n < YS_TL_CAP) { \
 	memcpy(&ys_tl_buf[ys_tl_n * (W)], v_, sizeof(v_)); ys_tl_n++; r_ = 0; } \
@@ -463,16 +419,7 @@ int ys_xfer_check_tl(void *sh, struct thr *t, int n, char *err, size_t len)
 			}
 			dup |= xfer_seen(s->x, ys_node_id(s, nd));
 		}
-		intptr_t *items = &s->tl_items[(size_t)i * YS_TL_CAP * words];
-		for (int k = 0; k < s->tl_count[i]; k++) {
-			intptr_t *v = &items[(size_t)k * words];
-			if (words == 1) {
-				dup |= xfer_seen(s->x, ys_node_id(s, (void *)v[0]));
-			} else {
-				s->x->torn += ITEM_TORN(v, words);
-				dup |= xfer_seen(s->x, v[0]);
-			}
-		}
+		dup |= ys_items_seen(s, &s->tl_items[(size_t)i * YS_TL_CAP * words], s->tl_count[i]);
 	}
 	return xfer_finish(s->x, t, n, dup, err, len);
 }

@@ -83,6 +83,16 @@ int xfer_finish(struct xfer_state *s, struct thr *t, int n, int dup, char *err, 
 			t_ |= (v)[w_] != (v)[0];                               \
 		t_;                                                            \
 	})
+/* XFER_LOOP over W-word items: PUSH and POP have the item buffer v_ and
+ * or a torn copy into torn_; torn copies are added to xs->torn. */
+#define COPY_LOOP(xs, t, n, W, PUSH, POP)                                      \
+	do {                                                                   \
+		intptr_t v_[W];                                                \
+		int torn_ = 0;                                                 \
+		XFER_LOOP(xs, t, n, PUSH, POP);                                \
+		if (torn_)                                                     \
+			__atomic_fetch_add(&(xs)->torn, torn_, __ATOMIC_RELAXED); \
+	} while (0)
 
 /* The mutex rival of all three: a LIFO of `words`-word values. */
 void xfer_mutex_ptr(void *sh, struct thr *t, unsigned n);
