@@ -21,13 +21,14 @@
  * main.c.  Adding a row: a function doing `n` operations (and, if needed,
  * setup/check/teardown) and one line in its family's table.
  *
- * Ungated rows.  A family's loops over the library's operations are
- * written between BENCH_LOOPS_BEGIN and BENCH_LOOPS_END, with names
- * declared by BENCH_LOOP(name).  ungated.c includes the family files
- * again with BENCH_UNGATED defined: there <rseqkit/percpu.h> compiles the
- * gate out of every fast path (RSEQKIT_BENCH_UNGATED_), only the loops
- * are compiled, and each is named name_ungated.  So the rseqkit-ungated
- * rows run the library's own fast-path code, minus the gate.
+ * Ungated rows.  A family's loops over the library's operations come
+ * first in its file, each declared with BENCH_LOOP_DECL(name) and defined
+ * as BENCH_LOOP(name); the rest of the file is inside #ifndef
+ * BENCH_UNGATED.  ungated.c includes the family files again with
+ * BENCH_UNGATED defined: there <rseqkit/percpu.h> compiles the gate out of
+ * every fast path (RSEQKIT_BENCH_UNGATED_), only the loops are compiled,
+ * and each is named name_ungated.  So the rseqkit-ungated rows run the
+ * library's own fast-path code, minus the gate: nothing copied by hand.
  */
 #ifndef RSEQKIT_BENCH_H
 #define RSEQKIT_BENCH_H
@@ -352,11 +353,5 @@ void ys_note_cid(void);
 bool ys_rows_available(void);
 void ys_thread_init(void *sh, struct thr *t);
 int ys_aux_check(struct thr *t, int n, char *err, size_t len);
-void ys_report(const struct row *rows, int nrows, const char *const *ops, int nops);
-
-/* The rseqkit fallback and ungated rows' summaries (report.c), for the
- * ops named. */
-void fallback_report(const struct row *rows, int nrows, const char *const *ops, int nops);
-void ungated_report(const struct row *rows, int nrows, const char *const *ops, int nops);
 
 #endif /* RSEQKIT_BENCH_H */

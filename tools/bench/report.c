@@ -268,14 +268,14 @@ static void twin_report(const struct row *rows, int nrows, const char *const *op
 	}
 }
 
-void fallback_report(const struct row *rows, int nrows, const char *const *ops, int nops)
+static void fallback_report(const struct row *rows, int nrows, const char *const *ops, int nops)
 {
 	twin_report(rows, nrows, ops, nops, "rseqkit-fallback", "mutex", "mutex", true,
 		    "fallback (no rseq, RSEQKIT_DISABLE=1 child) / mutex", 1.0);
 }
 
 /* The counter's gated twin is the library counter. */
-void ungated_report(const struct row *rows, int nrows, const char *const *ops, int nops)
+static void ungated_report(const struct row *rows, int nrows, const char *const *ops, int nops)
 {
 	twin_report(rows, nrows, ops, nops, "rseqkit-ungated", "rseqkit", "rseqkit-counter", false,
 		    "protocol cost: gated fast path / the same code with the gate compiled out",
@@ -291,7 +291,7 @@ void ungated_report(const struct row *rows, int nrows, const char *const *ops, i
 #define YS_TARGET 1.10 /* issue 13: within 1.10x with gcc */
 #define YS_COMPILER "gcc"
 #endif
-void ys_report(const struct row *rows, int nrows, const char *const *ops, int nops)
+static void ys_report(const struct row *rows, int nrows, const char *const *ops, int nops)
 {
 	static const struct {
 		const char *op, *mode, *rsk, *hand;
