@@ -192,9 +192,9 @@ struct family {
 	const char *title; /* a few words for the plot and the progress line */
 	const struct impl *impls;
 	size_t nimpls;
-	/* Optional: after the family's rows ran (the pool's memory run);
-	 * ms is a run's length.  Returns the failures. */
-	int (*after)(unsigned ms);
+	/* Optional: after the family's rows ran (the pool's memory run),
+	 * for the ops selected; ms is a run's length.  Returns the failures. */
+	int (*after)(const char *const *ops, int nops, unsigned ms);
 	/* Optional: the family's own lines after its tables. */
 	void (*summary)(const struct row *rows, int nrows);
 	/* Optional: the family's JSON sections (",\n  \"key\": {...}"). */

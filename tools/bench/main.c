@@ -420,7 +420,7 @@ int main(int argc, char **argv)
 		count[f] = nrows - first[f];
 		if (fam->after) {
 			progress("%s: after the rows", fam->name);
-			failures += fam->after(cfg.ms);
+			failures += fam->after(ops, nops, cfg.ms);
 			progress_clear();
 		}
 		print_family(fam, rows + first[f], count[f]);

@@ -570,9 +570,13 @@ static const struct impl pool_impls[] = {
 	RIVAL_ROWS("pool-pc", pc_setup_malloc, pc_fn_malloc, pc_check, IMPL_PAIRS | IMPL_COUNTS),
 };
 
-static int pool_after(unsigned ms)
+/* The memory figures, when the pool op is selected. */
+static int pool_after(const char *const *ops, int nops, unsigned ms)
 {
-	return pool_memory_run(4 * nallowed, ms < 100 ? 100 : ms) < 0;
+	for (int o = 0; o < nops; o++)
+		if (!strcmp(ops[o], "pool"))
+			return pool_memory_run(4 * nallowed, ms < 100 ? 100 : ms) < 0;
+	return 0;
 }
 
 /* rseqkit against glibc's malloc and each rival allocator. */
