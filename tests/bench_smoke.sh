@@ -227,7 +227,6 @@ for fam in fams:
     text = " ".join("".join(e.itertext()) for e in t.iter() if e.tag.endswith("text"))
     assert "rseqkit-bench: " + fam in text, fam
     assert text.count(" ns") >= 2, fam
-print("ok")
 EOF2
 ok $? "one SVG plot per family, well-formed XML, titled and labelled"
 grep -q "^wrote $tmp/out/results.csv, $tmp/out/results.json and 8 plots: $tmp/out/\*.svg$" "$tmp/stdout"
