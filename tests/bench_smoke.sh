@@ -75,7 +75,7 @@ for p in $pairs; do
 		if [ -n "$note" ]; then
 			pkg=$(echo "$note" | sed -n 's/.*(apt-get install \(.*\))$/\1/p')
 			n=$((n + 1))
-			echo "ok $n # SKIP $p not measured: $(echo "$note" | sed 's/^ *//') [pkg ${pkg:-?}]"
+			echo "ok $n # SKIP $p: $(echo "$note" | sed 's/^ *//; s/  */ /g') [pkg ${pkg:-?}]"
 			continue
 		fi ;;
 	esac
