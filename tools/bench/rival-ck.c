@@ -116,6 +116,7 @@ void ck_stack_fn(void *sh, struct thr *t, unsigned n)
 	if (e_) { *(p) = CK_ID(e_); } e_ ? 0 : -1; })
 	XFER_LOOP(s->x, t, n, CKS_PUSH, CKS_POP);
 #else
+	(void)s;
 	(void)n;
 	t->aux = -ENOSYS; /* no ck_stack_pop_mpmc on this arch: the check says so */
 #endif
