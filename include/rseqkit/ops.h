@@ -87,8 +87,21 @@ enum rsk_result {
  * memory accesses around it, in program order, as the documentation of
  * each says (the arch layer's own sections need not).  The argument
  * checks are outside the section: an unknown mode folds away where mode
- * is a constant, and the NULL check of the first pointer is one compare. */
+ * is a constant, and the NULL check of the first pointer is one compare.
+ * Under ThreadSanitizer the section releases its keys before it and
+ * acquires them after a commit (<rseqkit/tsan.h>): its first operand and,
+ * for a gated operation, its gate (RSK_OPS_GATED_AT_). */
 #define RSK_OPS_AT_(op, mode, idx, ...)                                        \
+	RSK_OPS_GATED_AT_(op, mode, idx, (const intptr_t *)NULL, __VA_ARGS__)
+/* Not API: RSK_OPS_AT_ of a gated operation (gate NULL: an ungated one).
+ * Under TSan a gated section is keyed on its gate as well as on its first
+ * operand: the gate is the key of its part, the one the structures' fast
+ * paths use (RSK_PERCPU_OP_, <rseqkit/percpu.h>) and the slow paths close
+ * and open with atomics TSan sees, so the section joins their order.
+ * (Keyed on its first operand alone, a pool's refill or flush of its own
+ * cache - src/pool.c, cache_move_here - was ordered with none of the
+ * pushes and pops of that cache.) */
+#define RSK_OPS_GATED_AT_(op, mode, idx, gate, ...)                            \
 	do {                                                                   \
 		ptrdiff_t rsk_off_;                                            \
 		uint32_t rsk_field_ = RSK_OPS_FIELD_(mode);                    \
@@ -102,10 +115,12 @@ enum rsk_result {
 			return RSK_ABORTED;                                    \
 		__asm__ __volatile__("" ::: "memory");                         \
 		RSK_TSAN_RELEASE(RSK_OPS_FIRST_(__VA_ARGS__, 0));               \
+		RSK_TSAN_RELEASE_IF((gate) != NULL, (gate));                   \
 		rsk_ret_ = rsk_arch_##op##_at(rsk_arch_area_of(rsk_off_), rsk_field_, (idx), \
 					      __VA_ARGS__);                    \
 		__asm__ __volatile__("" ::: "memory");                         \
 		RSK_TSAN_ACQUIRE_IF(rsk_ret_ == RSK_OK, RSK_OPS_FIRST_(__VA_ARGS__, 0)); \
+		RSK_TSAN_ACQUIRE_IF(rsk_ret_ == RSK_OK && (gate) != NULL, (gate)); \
 		return rsk_ret_;                                               \
 	} while (0)
 /* Not API: an operation's first operand (the word it commits, or for
@@ -218,7 +233,7 @@ static inline int rsk_derefadd(enum rsk_index_mode mode, int idx,
  * per-CPU data structures keep one gate per CPU part.
  */
 #define RSK_GATED_OP(op, mode, idx, gate, ...)                                \
-	RSK_OPS_AT_(gated_##op, mode, idx, __VA_ARGS__, (gate))
+	RSK_OPS_GATED_AT_(gated_##op, mode, idx, (gate), __VA_ARGS__, (gate))
 
 /* rsk_gated_cmpstore - rsk_cmpstore() unless *gate != 0. */
 static inline int rsk_gated_cmpstore(enum rsk_index_mode mode, int idx,

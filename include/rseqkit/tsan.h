@@ -12,7 +12,9 @@
  * after a commit (RSK_TSAN_ACQUIRE_IF).  What a thread wrote before a
  * section then happens before whatever another thread reads after a later
  * section on that part; releasing before the commit leaves no window in
- * which the commit is visible and the release not yet made.  The key must
+ * which the commit is visible and the release not yet made.  A gated
+ * primitive (rsk_gated_* in <rseqkit/ops.h>) is keyed on both: the word
+ * it commits and its gate, which is its part's key.  The key must
  * be known before the section, so under TSan the x86-64 part operations
  * (which read the index inside it) give way to the generic ones.
  *
@@ -52,10 +54,13 @@ void __tsan_release(void *addr);
 #define RSK_TSAN_RELEASE(p)	     __tsan_release((void *)(uintptr_t)(p))
 /* RSK_TSAN_ACQUIRE(p) if cond (a section's result, read only under TSan). */
 #define RSK_TSAN_ACQUIRE_IF(cond, p) ((cond) ? RSK_TSAN_ACQUIRE(p) : (void)0)
+/* RSK_TSAN_RELEASE(p) if cond (an optional key, tested only under TSan). */
+#define RSK_TSAN_RELEASE_IF(cond, p) ((cond) ? RSK_TSAN_RELEASE(p) : (void)0)
 #else
 #define RSK_TSAN_ACQUIRE(p)	     ((void)0)
 #define RSK_TSAN_RELEASE(p)	     ((void)0)
 #define RSK_TSAN_ACQUIRE_IF(cond, p) ((void)0)
+#define RSK_TSAN_RELEASE_IF(cond, p) ((void)0)
 #endif
 
 #endif
