@@ -32,6 +32,10 @@ extern struct rsk_process rsk_process;
 #define RSK_DEFAULT_ABORT_LIMIT 16
 
 void rsk_init_once(void);
+/* Time-slice extension (slice.c): offered to this process's registrations
+ * (at initialisation), and a thread's registration is new. */
+int rsk_slice_offered_(const struct rsk_process *p);
+void rsk_slice_forget_(void);
 long rsk_sys_rseq(struct rsk_abi_area *area, uint32_t len, int flags);
 int rsk_read_possible_cpus(void);
 /* Allocate the process statistics' per-CPU slots (at init, so that no

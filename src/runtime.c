@@ -40,7 +40,6 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/auxv.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include "internal.h"
 
@@ -531,6 +530,7 @@ void rsk_init_once(void)
 			  p->registered_size >= RSK_ABI_OFF_MM_CID + 4;
 	p->cid_for_structures = rsk_fast.cid_ok &&
 				(p->owner == RSK_OWNER_LIBC || p->own_area);
+	rsk_fast.slice_ok = rsk_slice_offered_(p);
 	__atomic_store_n(&rsk_fast.area_offset, p->owner != RSK_OWNER_NONE ? offset : 0,
 			 __ATOMIC_RELEASE);
 	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);
@@ -587,7 +587,9 @@ static enum rsk_thread_state thread_activate(void)
 		self.error = err;
 		return self.state = RSK_THREAD_FAILED;
 	}
-	/* Registered (by libc, by us, or inherited through fork()). */
+	/* Registered (by libc, by us, or inherited through fork()): a new
+	 * registration may offer the time-slice extension anew. */
+	rsk_slice_forget_();
 	if (p->owner == RSK_OWNER_LIBRARY)
 		self.own_registered = 1;
 	record_thread(area);
@@ -735,13 +737,7 @@ RSK_EXPORT int rsk_status(struct rsk_status *st)
 	st->possible_cpus = p->possible_cpus;
 	st->thread_registered = rsk_thread_ensure() == RSK_THREAD_ACTIVE;
 	st->thread_count = self.count;
-	/* Time-slice extension (7.0+) needs a feature size that covers
-	 * slice_ctrl and a kernel built with it: PR_RSEQ_SLICE_EXTENSION (79)
-	 * with PR_RSEQ_SLICE_EXTENSION_GET (1) answers instead of failing
-	 * (EINVAL before 7.0, ENOTSUPP when configured out). */
 	st->cid_structures = rsk_process.cid_for_structures != 0;
-	st->slice_ext_available = st->available &&
-				  p->feature_size > RSK_ABI_OFF_SLICE_CTRL + 4 &&
-				  prctl(79, 1, 0, 0, 0) >= 0;
+	st->slice_ext_available = rsk_slice_available();
 	return 0;
 }

@@ -24,7 +24,8 @@ struct rsk_abi_area {
 	uint32_t flags;		/* 16: deprecated, keep 0 */
 	uint32_t node_id;	/* 20: NUMA node (feature size >= 24, 6.3) */
 	uint32_t mm_cid;	/* 24: concurrency id (feature size >= 28, 6.3) */
-	uint32_t slice_ctrl;	/* 28: time-slice extension (feature size >= 32, 7.0) */
+	uint32_t slice_ctrl;	/* 28: time-slice extension (feature size >= 33, 7.0):
+				 * byte 28 request (user), byte 29 granted (kernel) */
 } __attribute__((aligned(32)));
 
 /* Field offsets, for asm strings (must match the struct above). */
@@ -35,6 +36,8 @@ struct rsk_abi_area {
 #define RSK_ABI_OFF_NODE_ID	 20
 #define RSK_ABI_OFF_MM_CID	 24
 #define RSK_ABI_OFF_SLICE_CTRL	 28
+#define RSK_ABI_OFF_SLICE_REQUEST 28 /* u8: set by the thread to ask */
+#define RSK_ABI_OFF_SLICE_GRANTED 29 /* u8: set by the kernel when it grants */
 
 /* Values of cpu_id that are not CPUs. */
 #define RSK_ABI_CPU_ID_UNINITIALIZED	   (-1) /* never registered, or unregistered */
@@ -67,6 +70,22 @@ struct rsk_abi_cs {
 #define RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ		 (1 << 7)
 #define RSK_ABI_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ (1 << 8)
 #define RSK_ABI_MEMBARRIER_CMD_FLAG_CPU				 1
+
+/* Time-slice extension (Linux 7.0, CONFIG_RSEQ_SLICE_EXTENSION; see the
+ * kernel's Documentation/userspace-api/rseq.rst).  Offered only to a V2
+ * registration (length > 32, kernel feature size >= 33).  The kernel
+ * writes the area's flags word at registration and on the prctl: */
+#define RSK_ABI_FLAG_SLICE_EXT_AVAILABLE (1u << 4) /* the kernel offers it here */
+#define RSK_ABI_FLAG_SLICE_EXT_ENABLED	 (1u << 5) /* this thread enabled it */
+#define RSK_ABI_SLICE_FEATURE_SIZE	 33	    /* feature size that covers slice_ctrl */
+/* prctl(PR_RSEQ_SLICE_EXTENSION, GET or SET, ENABLE or 0, 0, 0). */
+#define RSK_ABI_PR_RSEQ_SLICE_EXTENSION	    79
+#define RSK_ABI_PR_RSEQ_SLICE_EXTENSION_GET 1
+#define RSK_ABI_PR_RSEQ_SLICE_EXTENSION_SET 2
+#define RSK_ABI_PR_RSEQ_SLICE_EXT_ENABLE    1
+/* rseq_slice_yield(2): the same number on every architecture rseqkit
+ * supports (x86-64, i386, arm, arm64, powerpc, s390, riscv). */
+#define RSK_ABI_NR_RSEQ_SLICE_YIELD 471
 
 #ifdef __cplusplus
 }

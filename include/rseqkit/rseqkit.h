@@ -16,6 +16,7 @@
 #include <rseqkit/thread.h>
 #include <rseqkit/ops.h>
 #include <rseqkit/progress.h>
+#include <rseqkit/slice.h>
 #include <rseqkit/counter.h>
 #include <rseqkit/spinlock.h>
 #include <rseqkit/stack.h>

@@ -64,11 +64,13 @@ struct rsk_status {
  * use the functions below.  area_offset is the rseq area's offset from the
  * thread pointer (never 0 for a real area), or 0 until the library is
  * initialised and where rseq is unavailable; cid_ok is nonzero when mm_cid
- * is written by the kernel.
+ * is written by the kernel; slice_ok is nonzero when the kernel offers the
+ * time-slice extension to this process's registrations (<rseqkit/slice.h>).
  */
 struct rsk_fast {
 	ptrdiff_t area_offset;
 	int cid_ok;
+	int slice_ok;
 };
 /* Users' code sees it const: it is written once, at initialisation (the
  * library's constructor, or the first call before that), and with a

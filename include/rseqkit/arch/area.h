@@ -10,7 +10,11 @@
  *   rsk_arch_area_t rsk_arch_area_of(ptrdiff_t offset_from_tp);
  *   uint32_t rsk_arch_area_u32(rsk_arch_area_t area, uint32_t field);
  *                     a 32-bit field at byte `field`, loaded afresh each
- *                     time (the kernel writes it).
+ *                     time (the kernel writes it);
+ *   uint8_t rsk_arch_area_u8(rsk_arch_area_t area, uint32_t field);
+ *   void rsk_arch_area_set_u8(rsk_arch_area_t area, uint32_t field, uint8_t v);
+ *                     a byte of the area, loaded afresh / stored (the
+ *                     time-slice extension's request and granted bytes).
  *
  * <rseqkit/thread.h> needs no more than this; the operations are in
  * <rseqkit/arch.h>.
@@ -57,6 +61,18 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 									uint32_t field)
 {
 	return *(const volatile uint32_t *)(const void *)((const char *)area + field);
+}
+
+static inline __attribute__((always_inline)) uint8_t rsk_arch_area_u8(rsk_arch_area_t area,
+								      uint32_t field)
+{
+	return *(const volatile uint8_t *)(const void *)((const char *)area + field);
+}
+
+static inline __attribute__((always_inline)) void rsk_arch_area_set_u8(rsk_arch_area_t area,
+								       uint32_t field, uint8_t v)
+{
+	*(volatile uint8_t *)(void *)((char *)area + field) = v;
 }
 #endif
 

@@ -70,6 +70,23 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 	return v;
 }
 
+/* A byte of the area at the constant offset `field`: loaded afresh, or
+ * stored (the time-slice extension's request and granted bytes). */
+static inline __attribute__((always_inline)) uint8_t rsk_arch_area_u8(rsk_arch_area_t area,
+								      uint32_t field)
+{
+	uint8_t v;
+
+	__asm__ __volatile__("movb %%fs:%c2(%1), %0" : "=q"(v) : "r"(area), "i"(field));
+	return v;
+}
+
+static inline __attribute__((always_inline)) void rsk_arch_area_set_u8(rsk_arch_area_t area,
+								       uint32_t field, uint8_t v)
+{
+	__asm__ __volatile__("movb %2, %%fs:%c1(%0)" : : "r"(area), "i"(field), "iq"(v));
+}
+
 /* The building blocks arch/common.h asks for. */
 #define RSK_ASM_PTR_ALIGN ""
 /* ud1 ...: the signature is its disp32 */
