@@ -366,6 +366,8 @@ static struct gate_slot shared_slot;
 struct gate_self {
 	int32_t tid;		/* kernel thread id, 0 until first use */
 	struct gate_slot *slot; /* this thread's holder slot */
+	int32_t slice_gates;	/* gates closed in this thread's slice region */
+	rsk_slice_t slice;	/* that region's token (<rseqkit/slice.h>) */
 };
 static __thread struct gate_self gself;
 
@@ -751,17 +753,42 @@ static inline int gate_take(intptr_t *word, int idx, const char *what, const voi
 	return 0;
 }
 
-static inline void gate_release(intptr_t *word)
+/* Open *word; returns whether the calling thread held it. */
+static inline int gate_release(intptr_t *word)
 {
 	struct gate_self *g = &gself;
 	intptr_t old = __atomic_exchange_n(word, 0, __ATOMIC_RELEASE);
+	int mine = (old & RSK_GATE_TID) == g->tid && g->tid != 0;
 
 	/* Only the holder's own bookkeeping: a gate opened by a thread that
 	 * does not hold it (a recovery after -EOWNERDEAD) changes no count. */
-	if (LIKELY((old & RSK_GATE_TID) == g->tid && g->tid != 0))
+	if (LIKELY(mine))
 		slot_release(g->slot, word);
 	if (UNLIKELY(old & GATE_WAITERS))
 		gate_wake(word);
+	return mine;
+}
+
+/* While a thread holds a closed gate, others wait for it: it asks the
+ * kernel not to preempt it (the time-slice extension, <rseqkit/slice.h>),
+ * from the fence that closed the first gate (a system call: the region
+ * starts after it) until the last one opens.  A signal handler's gates
+ * nest inside: it closes and opens them before the interrupted code goes
+ * on. */
+static void slice_hold(void)
+{
+	struct gate_self *g = &gself;
+
+	if (g->slice_gates++ == 0)
+		g->slice = rsk_slice_begin();
+}
+
+static void slice_unhold(void)
+{
+	struct gate_self *g = &gself;
+
+	if (g->slice_gates > 0 && --g->slice_gates == 0)
+		rsk_slice_end(g->slice);
 }
 
 /* The pool's depot locks: a gate without a fence. */
@@ -1043,6 +1070,8 @@ int rsk_gate_close_named_(intptr_t *gate, enum rsk_index_mode mode, int idx, con
 		if (err != 0)
 			gate_release(gate);
 	}
+	if (LIKELY(err == 0) && UNLIKELY(rsk_fast.slice_ok))
+		slice_hold();
 	RSK_PROBE2(gate_close, idx, err);
 	return err;
 }
@@ -1054,8 +1083,10 @@ RSK_EXPORT int rsk_gate_close(intptr_t *gate, enum rsk_index_mode mode, int idx)
 
 RSK_EXPORT void rsk_gate_open(intptr_t *gate)
 {
-	if (LIKELY(gate != NULL))
-		gate_release(gate);
+	if (UNLIKELY(gate == NULL))
+		return;
+	if (gate_release(gate) && UNLIKELY(rsk_fast.slice_ok))
+		slice_unhold();
 }
 
 /* ---- fork ---- */

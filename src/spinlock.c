@@ -81,6 +81,62 @@ RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_try first)
 	return idx;
 }
 
+/*
+ * rsk_spinlock_lock() and _unlock() where the kernel offers the time-slice
+ * extension: the holder is in a region (<rseqkit/slice.h>) from before the
+ * commit that takes the lock until the unlock, its token kept in the
+ * part.  A thread that has to wait for the lock ends the region first (it
+ * would only spin longer), and the slow path's lock begins its own.
+ */
+RSK_EXPORT int rsk_spinlock_lock_slice_(struct rsk_spinlock *l)
+{
+	ptrdiff_t off = rsk_area_offset_();
+	rsk_slice_t slice = rsk_slice_begin();
+	uintptr_t pos;
+	enum rsk_try first;
+	int idx;
+
+	RSK_INJECT_C(7);
+	RSK_PERCPU_CAS_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
+	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	idx = rsk_percpu_pos_index_(pos);
+	l->part[idx].slice = slice;
+	return idx;
+cmpfail:
+	first = RSK_TRY_CHANGED;
+	goto slow;
+noindex:
+	first = RSK_TRY_NO_INDEX;
+	goto slow;
+aborted:
+	first = RSK_TRY_ABORTED;
+	goto slow;
+stopped:
+	first = RSK_TRY_STOPPED;
+slow:
+	rsk_slice_end(slice);
+	idx = rsk_spinlock_slow_(l, first);
+	if (idx >= 0)
+		l->part[idx].slice = rsk_slice_begin();
+	return idx;
+}
+
+RSK_EXPORT int rsk_spinlock_unlock_slice_(struct rsk_spinlock *l, int cpu)
+{
+	struct rsk_spinlock_part *p;
+	rsk_slice_t slice;
+
+	if (l == NULL || (unsigned)cpu >= (unsigned)l->nr)
+		return -EINVAL;
+	p = &l->part[cpu];
+	/* Read before the release: the next holder writes it. */
+	slice = (rsk_slice_t)p->slice;
+	__atomic_store_n(&p->locked, 0, __ATOMIC_RELEASE);
+	rsk_slice_end(slice);
+	return 0;
+}
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -30,6 +30,7 @@
 #define RSEQKIT_SPINLOCK_H
 
 #include <rseqkit/percpu.h>
+#include <rseqkit/slice.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +39,7 @@ extern "C" {
 struct rsk_spinlock_part {
 	intptr_t locked;  /* 0 free, 1 held */
 	intptr_t gate;	  /* the progress protocol's gate */
+	intptr_t slice;	  /* the holder's rsk_slice_t (where the extension is offered) */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_spinlock {
@@ -88,6 +90,10 @@ stopped:
  * then yields the CPU so a preempted holder runs). */
 int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_try first);
 void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
+/* Not API: lock and unlock with the holder's time-slice extension region,
+ * where the kernel offers it. */
+int rsk_spinlock_lock_slice_(struct rsk_spinlock *l);
+int rsk_spinlock_unlock_slice_(struct rsk_spinlock *l, int cpu);
 
 /*
  * rsk_spinlock_lock - take the lock of the current CPU's part.
@@ -108,6 +114,11 @@ RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 
 	if (RSK_PERCPU_UNLIKELY(l == NULL))
 		return -EINVAL;
+	/* Where the kernel offers the time-slice extension, the holder asks
+	 * not to be preempted while it holds the lock: the library's copy of
+	 * this function with the region.  Elsewhere this test is all. */
+	if (RSK_PERCPU_UNLIKELY(rsk_fast.slice_ok))
+		return rsk_spinlock_lock_slice_(l);
 	/* rsk_spinlock_try_()'s section, with each exit calling the slow path
 	 * itself: no result code is set up on the fast path. */
 	RSK_INJECT_C(7);
@@ -142,6 +153,8 @@ RSK_PERCPU_INLINE int rsk_spinlock_unlock(struct rsk_spinlock *l, int cpu)
 
 	if (RSK_PERCPU_UNLIKELY(l == NULL || (unsigned)cpu >= (unsigned)l->nr))
 		return -EINVAL;
+	if (RSK_PERCPU_UNLIKELY(rsk_fast.slice_ok))
+		return rsk_spinlock_unlock_slice_(l, cpu);
 	p = RSK_PERCPU_PART_(l, (unsigned)cpu);
 	__atomic_store_n(&p->locked, 0, __ATOMIC_RELEASE);
 	return 0;
