@@ -91,6 +91,7 @@ $(NOARM_LIB): $(NOARM_OBJ)
 # A 32-bit x86 compiler (install's defaults differ for it).
 I386_CC := $(findstring -m32,$(CC) $(CFLAGS))$(findstring i686-,$(CC))
 
+TOOL_LIBS_slice-bench := -lm
 $(BUILD)/bin/%: tools/%.c $(STATIC) $(LIB_HDR) $(wildcard tools/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(TOOL_LIBS_$*)
@@ -150,7 +151,7 @@ $(BUILD)/examples/%: examples/%.c $(STATIC) $(LIB_HDR)
 
 # Everything a test script may need, built before prove runs.
 TEST_DEPS := lib tools $(TESTS) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples \
-             $(BUILD)/bin/mempool-bench
+             $(BUILD)/bin/mempool-bench $(BUILD)/bin/slice-bench
 
 # prove runs each test through tests/bin/tap-run.sh, which keeps its TAP in
 # $(BUILD)/tap/; tests/bin/deps.sh then sums up what was skipped and why, and
@@ -176,6 +177,19 @@ check-long: $(TEST_DEPS)
 # cached in build/kernels).  KERNEL=7.2 runs one; see tests/qemu/.
 check-kernels:
 	tests/qemu/check-kernels.sh $(KERNEL)
+
+# The time-slice extension on a kernel that has it: Debian's
+# linux-source-7.2 built once with CONFIG_RSEQ_SLICE_EXTENSION (a minimal
+# configuration, cached in build/kernels; tests/qemu/build-slice-kernel.sh),
+# booted like check-kernels: slice.t (enable, nested regions, grants seen
+# while a competitor on the same CPU wants it and counted in debugfs, a
+# system call inside a grant), structures.t, and slice-bench (rsk_spinlock
+# at 4 x CPUs threads with and without the extension, a pthread mutex
+# beside them).  Needs qemu-system-x86, cpio and the kernel build's
+# packages (.ci/packages, group "slice").
+.PHONY: check-slice
+check-slice:
+	tests/qemu/check-kernels.sh slice
 
 # Per-CPU memory on two NUMA nodes: Debian's x86-64 kernel under qemu with
 # -numa and 64 possible CPUs (2 online), mempool.t --numa checking placement
