@@ -20,7 +20,7 @@
 #       ("Exec format error", e.g. a VM without 32-bit compat mode), which
 #       is the machine's limit, not a missing package
 #
-# Groups: base optional kernels cross (see .ci/packages).  Tests name the
+# Groups: base optional kernels slice cross (see .ci/packages).  Tests name the
 # package a skip needs with "[pkg NAME]" in the skip reason; a skip
 # without it is a skip for the kernel or the machine.
 #
@@ -72,7 +72,7 @@ list)
 	rows "$@" | cut -d'|' -f2 | awk '!seen[$0]++' | tr '\n' ' ' | sed 's/ $/\n/'
 	;;
 status)
-	[ $# -gt 0 ] || set -- base optional kernels cross
+	[ $# -gt 0 ] || set -- base optional kernels slice cross
 	rows "$@" | awk -F'|' '!seen[$2]++' | while IFS='|' read -r g p probe used what; do
 		if present "$probe"; then st=here; else st=MISSING; fi
 		printf '%-8s %-26s %-8s %s\n' "$g" "$p" "$st" "$what"
@@ -124,7 +124,7 @@ summary)
 	nskip=$(grep -c '^skip|' "$tmp/grouped")
 	npkgskip=$(grep '^skip|' "$tmp/grouped" | grep -c '\[pkg ')
 	# Missing packages of this target.
-	rows base optional kernels cross | while IFS='|' read -r g p probe used what; do
+	rows base optional kernels slice cross | while IFS='|' read -r g p probe used what; do
 		case " $used " in
 		*" $target "*) ;;
 		*" all "*) case $target in check | bench) ;; *) continue ;; esac ;;

@@ -8,7 +8,15 @@
 #   6.12        trixie                           library
 #   7.2         sid                              libc (legacy registration)
 #   7.2+debug   sid           rseq_debug=1       own-area (V2 registration)
+#   slice       (built)                          own-area
 #
+# "slice" (make check-slice) is booted only when named: a kernel built from
+# Debian's linux-source-7.2 with CONFIG_RSEQ_SLICE_EXTENSION
+# (build-slice-kernel.sh, once, cached).  There the time-slice extension is
+# offered to V2 registrations (rseqkit's own area), not to glibc 2.36's
+# 32-byte one: slice.t must find it available, or absent, accordingly, and
+# slice-bench (tools/slice-bench.c) measures rsk_spinlock with and without it.  On every
+# other row slice.t must find it absent.
 # NAME selects a row, or a row and its "+" variants (7.2 runs both 7.2
 # rows).  The kernel versions are discovered (fetch-kernel.sh), so sid
 # moves on with Debian; the names are labels.  Every boot runs, in each
@@ -31,6 +39,8 @@ SBUILD=${SBUILD:-build-static}
 WORK=${WORK:-build/qemu}
 CACHE=${CACHE:-build/kernels}
 MATRIX="6.1:bookworm::libc 6.12:trixie::library 7.2:sid::libc 7.2+debug:sid:rseq_debug=1:own-area"
+# Rows booted only when named.
+NAMED_ONLY="slice:build::own-area"
 
 # A missing tool skips every boot, says so and names the packages; the
 # last line is then "nothing run (N skipped)", never OK.  With CI=true (or
@@ -64,7 +74,8 @@ fi
 
 # ---- static programs and /init ----
 progs="$SBUILD/bin/rseqkit-info $SBUILD/tests/identity.t $SBUILD/tests/registration.t
-       $SBUILD/tests/primitives.t $SBUILD/tests/negative-primitives.t"
+       $SBUILD/tests/primitives.t $SBUILD/tests/negative-primitives.t $SBUILD/tests/slice.t
+       $SBUILD/tests/structures.t $SBUILD/bin/slice-bench"
 stress=
 if [ -f tools/rseqkit-stress.c ]; then
 	stress=1
@@ -78,10 +89,16 @@ ${CC:-cc} -std=gnu11 -O2 -Wall -Wextra -Werror -static -o "$WORK/init" tests/qem
 ${CC:-cc} -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Iinclude -pthread -static \
 	-o "$WORK/syscall-in-section" tests/qemu/syscall-in-section.c "$SBUILD/lib/librseqkit.a"
 
-# commands PRIMITIVE-CONFIGS KERNEL-ARGS: the /cmds list of one boot.
+# commands PRIMITIVE-CONFIGS KERNEL-ARGS SLICE: the /cmds list of one boot
+# (SLICE 1: the kernel has the time-slice extension).
 commands() {
-	echo "identity /bin/identity.t"
-	echo "registration /bin/registration.t"
+	# The slice row's minimal kernel gives a single thread mm_cid 1, not
+	# 0 (identity.t's check; Debian's own 7.2 gives 0): that row is for
+	# the time-slice extension, the other rows cover identity.
+	if [ "$3" != 1 ]; then
+		echo "identity /bin/identity.t"
+		echo "registration /bin/registration.t"
+	fi
 	for cfg in libc library own-area; do
 		case $cfg in
 		libc) env= ;;
@@ -89,6 +106,18 @@ commands() {
 		own-area) env="GLIBC_TUNABLES=glibc.pthread.rseq=0 RSEQKIT_OWN_AREA=1" ;;
 		esac
 		echo "$cfg.info $env /bin/rseqkit-info --json"
+		# Offered to V2 registrations only: rseqkit's own area, not
+		# glibc 2.36's 32 bytes.
+		want=absent
+		[ "$3" = 1 ] && [ $cfg != libc ] && want=available
+		echo "$cfg.slice $env /bin/slice.t --expect $want"
+		if [ "$3" = 1 ]; then
+			[ $cfg = libc ] || echo "$cfg.structures $env /bin/structures.t"
+			[ $cfg != own-area ] ||
+				echo "$cfg.slice-off $env RSEQKIT_NO_SLICE=1 /bin/slice.t --expect absent"
+			[ $cfg != own-area ] ||
+				echo "$cfg.slice-bench $env /bin/slice-bench --check"
+		fi
 		case $2 in *rseq_debug=1*) echo "$cfg.syscall-in-section $env /bin/syscall-in-section" ;; esac
 		if [ -n "$stress" ]; then
 			for mode in cpu cid; do
@@ -122,7 +151,7 @@ expect() {
 
 failed=0 ran=0
 t_all=$(date +%s)
-for row in $MATRIX; do
+for row in $MATRIX $NAMED_ONLY; do
 	IFS=: read -r name suite args prim <<-EOF
 	$row
 	EOF
@@ -132,12 +161,23 @@ for row in $MATRIX; do
 			case $name in "$k"|"$k"+*) want=1 ;; esac
 		done
 		[ -n "$want" ] || continue
+	else
+		case " $NAMED_ONLY " in *" $row "*) continue ;; esac
 	fi
 	ran=$((ran + 1))
-	image=$(tests/qemu/fetch-kernel.sh "$suite" "$CACHE")
-	release=${image##*/vmlinuz-}
+	slice=0
+	if [ "$suite" = build ]; then
+		t_build=$(date +%s)
+		image=$(tests/qemu/build-slice-kernel.sh "$CACHE")
+		echo "  kernel $name: $image ($(($(date +%s) - t_build))s here; built in $(cat "${image%/*}/build-seconds")s)"
+		release=$(sed -n 's/^# Linux\/x86 \([0-9.]*\) Kernel Configuration/\1/p' "${image%/*}/config")
+		slice=1
+	else
+		image=$(tests/qemu/fetch-kernel.sh "$suite" "$CACHE")
+		release=${image##*/vmlinuz-}
+	fi
 	[ -z "${FULL:-}" ] || prim=all
-	commands "$prim" "$args" >"$WORK/cmds-$name"
+	commands "$prim" "$args" "$slice" >"$WORK/cmds-$name"
 	# shellcheck disable=SC2086
 	tests/qemu/mkinitramfs.sh "$WORK/initrd-$name" "$WORK/init" "$WORK/cmds-$name" $progs \
 		"$WORK/syscall-in-section"
@@ -159,7 +199,7 @@ for row in $MATRIX; do
 	read -r fs align cid <<-EOF
 	$(expect "$release")
 	EOF
-	awk -v name="$name" -v fs="$fs" -v align="$align" -v cid="$cid" \
+	awk -v name="$name" -v fs="$fs" -v align="$align" -v cid="$cid" -v slice="$slice" \
 		-v debug="$(case $args in *rseq_debug=1*) echo 1 ;; *) echo 0 ;; esac)" \
 		-f tests/qemu/verdict.awk "$WORK/console-$name.log" || failed=1
 	echo "  boot $name${args:+ ($args)}: ${secs}s wall, console in $WORK/console-$name.log"

@@ -1,9 +1,10 @@
 # verdict.awk - judge one boot's console log (written by init.c's markers).
 #
-#   awk -v name=NAME -v fs=F -v align=A -v cid=0|1 -v debug=0|1 -f verdict.awk LOG
+#   awk -v name=NAME -v fs=F -v align=A -v cid=0|1 -v debug=0|1 -v slice=0|1 -f verdict.awk LOG
 #
 # fs/align/cid: what this kernel must show (feature size, alignment,
-# mm_cid and node_id present); debug: the boot has rseq_debug=1, which the
+# mm_cid and node_id present); slice: it has the time-slice extension
+# (check-slice's kernel); debug: the boot has rseq_debug=1, which the
 # kernel must know and which must catch the syscall-in-section control.  Commands are labelled CONFIG.WHAT, CONFIG
 # one of libc, library, own-area; shared commands (identity, registration)
 # tag their TAP lines "[CONFIG]".  Per configuration it counts passed and
@@ -51,9 +52,11 @@ function judge_info(c, want_owner, want_reason, want_size) {
 	check(c, json("node_id_available") == (cid ? "true" : "false"),
 	      "node_id_available " json("node_id_available"))
 	check(c, json("thread_registered") == "true", "thread_registered " json("thread_registered"))
-	if (json("slice_ext_available") != "(absent)")
-		check(c, json("slice_ext_available") == "false",
-		      "slice_ext_available " json("slice_ext_available") " (no kernel here has it)")
+	# The time-slice extension: only a kernel built with it (slice=1),
+	# and only for a V2 registration (longer than 32 bytes).
+	want_slice = slice && want_size > 32 ? "true" : "false"
+	check(c, json("slice_ext_available") == want_slice,
+	      "slice_ext_available " json("slice_ext_available") ", want " want_slice)
 	size[c] = json("registered_size")
 }
 
