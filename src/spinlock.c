@@ -37,8 +37,10 @@ static enum rsk_try spinlock_attempt(void *s, void *arg, int *idx)
 	return rsk_spinlock_try_(s, idx, rsk_area_offset_());
 }
 
-/* The one place that takes a lock without a critical section: under the
- * part's gate, the lock word is ours to test and set with plain code.  A
+/* Where sections run, the one place that takes a lock without a critical
+ * section (spinlock_lock_atomic() below serves processes where none runs):
+ * under the part's gate, the lock word is ours to test and set with plain
+ * code.  A
  * held lock is waited for with the gate open (its holder unlocks with a
  * plain store from anywhere, and other threads must keep going). */
 static enum rsk_try spinlock_locked(void *s, int idx, void *arg)
@@ -71,9 +73,37 @@ static const struct rsk_percpu_kind spinlock_kind = {
 	.wait = spinlock_wait,
 };
 
+/*
+ * No thread of the process runs sections (no rseq: fast_nr_ is 0, decided
+ * once at initialisation), so nothing but atomics ever touches the lock
+ * words: the lock is a compare-and-swap on the home part's word, as a
+ * pthread spinlock, with no gate.  This is every lock of such a process,
+ * the fallback's fast path.
+ */
+static int spinlock_lock_atomic(struct rsk_spinlock *l)
+{
+	int idx = rsk_percpu_slow_index(l->mode, l->nr);
+
+	for (unsigned round = 0;; round++) {
+		intptr_t free_word = 0;
+
+		if (__atomic_compare_exchange_n(&l->part[idx].locked, &free_word, 1, 0,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			break;
+		rsk_spinlock_wait_(l, idx, round);
+	}
+	rsk_note_slow_path_at(idx);
+	return idx;
+}
+
 RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_try first)
 {
-	int idx = rsk_percpu_slow(l, &spinlock_kind, NULL, first);
+	int idx;
+
+	if (first == RSK_TRY_NO_INDEX && l->fast_nr_ == 0 &&
+	    rsk_percpu_alive_((const struct rsk_percpu_head *)(const void *)l))
+		return spinlock_lock_atomic(l);
+	idx = rsk_percpu_slow(l, &spinlock_kind, NULL, first);
 
 	/* Nothing of the critical section may move above the commit that
 	 * took the lock. */

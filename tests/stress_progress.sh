@@ -27,7 +27,7 @@ have_valgrind=0
 command -v valgrind >/dev/null 2>&1 && valgrind -q "$STRESS" -h >/dev/null 2>&1 && have_valgrind=1
 
 ntests=$(echo $TESTS | wc -w)
-plan=$((2 * ntests * 6 + ntests + 2 * 2 + ntests + ntests))
+plan=$((2 * ntests * 6 + ntests + 1 + 2 * 2 + ntests + ntests))
 echo "1..$plan"
 
 n=0
@@ -64,6 +64,10 @@ done
 for t in $TESTS; do
 	run "$STRESS" -T $t -d -t $THREADS -r $REPS
 done
+# No rseq: the spinlock is a compare-and-swap (spinlock.c), here with
+# yields while it is held (point 9), so that holders overlap with takers:
+# a lock that is not atomic loses updates (seen: 9465 of 80000).
+run "$STRESS" -T s -d -t $THREADS -r $REPS -9 -1 -m 2 -y
 for mode in cpu cid; do
 	run "$STRESS" -T r -I $mode -t $THREADS -r $REPS -9 -1 -m 2 -k
 	run "$STRESS" -T r -I $mode -t $THREADS -r $REPS -9 -1 -m 2 -y -D 2

@@ -100,8 +100,10 @@ int rsk_spinlock_unlock_slice_(struct rsk_spinlock *l, int cpu);
  * Returns its index (>= 0; pass it to rsk_spinlock_unlock), -EINVAL if l
  * is NULL, -ENXIO (a slow path's fence failed), -EDEADLK (a one-part lock
  * whose gate the handler's own thread holds): no lock taken then.
- * Blocking: spins, yielding the CPU while the lock stays held.  Without
- * rseq, or after too many aborts, the slow path takes the lock under the
+ * Blocking: spins, yielding the CPU while the lock stays held.  In a
+ * process without rseq the lock is a compare-and-swap (no gate); where
+ * the thread cannot run a section, or after too many aborts, the slow
+ * path takes the lock under the
  * part's gate.  A signal handler may call it only where the code it
  * interrupted cannot hold one of this lock's parts (it would wait for
  * itself); the gates themselves never deadlock a handler.  A lock held at
