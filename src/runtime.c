@@ -530,7 +530,8 @@ void rsk_init_once(void)
 			  p->registered_size >= RSK_ABI_OFF_MM_CID + 4;
 	p->cid_for_structures = rsk_fast.cid_ok &&
 				(p->owner == RSK_OWNER_LIBC || p->own_area);
-	rsk_fast.slice_ok = rsk_slice_offered_(p);
+	/* RSEQKIT_NO_SLICE=1: the user's word (and slice-bench's row without). */
+	rsk_fast.slice_ok = !env_switch("RSEQKIT_NO_SLICE", 0) && rsk_slice_offered_(p);
 	__atomic_store_n(&rsk_fast.area_offset, p->owner != RSK_OWNER_NONE ? offset : 0,
 			 __ATOMIC_RELEASE);
 	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);

@@ -12,8 +12,6 @@
  * slice_failed, so that the prctl runs once per thread, not per region).
  */
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,7 +27,8 @@ static __thread int slice_failed;
  * registrations only: glibc 2.36-2.40 register 32), and the prctl
  * answering (EINVAL before 7.0, ENOTSUPP when configured out).  Switched
  * off at boot (rseq_slice_ext=0), GET still answers: the flags word of a
- * registered area says it then, see rsk_slice_available(). */
+ * registered area says it then, see rsk_slice_available().  (RSEQKIT_NO_SLICE=1
+ * is the caller's to check: runtime.c reads the environment.) */
 int rsk_slice_offered_(const struct rsk_process *p)
 {
 	int saved = errno, ok;
@@ -37,9 +36,6 @@ int rsk_slice_offered_(const struct rsk_process *p)
 	if (p->owner == RSK_OWNER_NONE || p->feature_size < RSK_ABI_SLICE_FEATURE_SIZE ||
 	    p->registered_size <= RSK_ABI_LEGACY_LEN)
 		return 0;
-	const char *off = getenv("RSEQKIT_NO_SLICE");
-	if (off != NULL && *off != '\0' && strcmp(off, "0") != 0)
-		return 0; /* the user's word (and the bench's "without" rows) */
 	ok = prctl(RSK_ABI_PR_RSEQ_SLICE_EXTENSION, RSK_ABI_PR_RSEQ_SLICE_EXTENSION_GET, 0, 0, 0) >= 0;
 	errno = saved;
 	return ok;

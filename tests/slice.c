@@ -375,7 +375,7 @@ int main(int argc, char **argv)
 	int kernel_says = (area->flags & RSK_ABI_FLAG_SLICE_EXT_AVAILABLE) != 0 &&
 			  rsk_area_cpu_id(area) >= 0;
 	const char *off = getenv("RSEQKIT_NO_SLICE");
-	int switched_off = off != NULL && *off != '\0' && strcmp(off, "0") != 0;
+	int switched_off = off != NULL && strcmp(off, "1") == 0;
 	int avail = rsk_slice_available();
 
 	tap_diag("kernel feature size %lu, registered %u bytes (%s), area flags %#x; %s",
