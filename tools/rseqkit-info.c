@@ -9,6 +9,7 @@
  * Exits 0 whether or not rseq is available; 2 on a bad argument.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <rseqkit/rseqkit.h>
 
@@ -29,6 +30,23 @@ static void json_string(const char *s)
 static const char *yes_no(bool b)
 {
 	return b ? "yes" : "no";
+}
+
+/* Why the time-slice extension is or is not offered (rsk_slice_begin(3)). */
+static const char *slice_why(const struct rsk_status *st)
+{
+	if (st->slice_ext_available)
+		return "rsk_spinlock and gate holders request it";
+	if (!st->available)
+		return "no rseq";
+	if (st->feature_size < RSK_ABI_SLICE_FEATURE_SIZE)
+		return "kernel before 7.0";
+	if (st->registered_size <= RSK_ABI_LEGACY_LEN)
+		return "32-byte registration: offered to longer ones only";
+	const char *off = getenv("RSEQKIT_NO_SLICE");
+	if (off != NULL && strcmp(off, "1") == 0)
+		return "RSEQKIT_NO_SLICE=1";
+	return "kernel built without it, or rseq_slice_ext=0";
 }
 
 int main(int argc, char **argv)
@@ -98,7 +116,7 @@ int main(int argc, char **argv)
 	    st.node_id_available ? "kernel node_id" : "getcpu(2)");
 	ROW("membarrier rseq", "%s", yes_no(st.membarrier_rseq));
 	ROW("possible cpus", "%d", st.possible_cpus);
-	ROW("slice extension", "%s", yes_no(st.slice_ext_available));
+	ROW("slice extension", "%s (%s)", yes_no(st.slice_ext_available), slice_why(&st));
 	struct rsk_stats ps;
 	rsk_stats_process(&ps);
 	ROW("stats", "%llu aborts, %llu slow paths, %llu fences, %llu gate waits",
