@@ -10,6 +10,8 @@
  * pointer handed out is the slot's address in stride 0.  Bookkeeping (two
  * bitmaps per range: in use, ever handed out) lives in malloc'ed memory,
  * never in the range, so a range holds nothing but the users' copies.
+ * The first range's mapping also holds, below it, the guard strides of
+ * the gate (see "Guard strides" below).
  *
  * Every state change takes the pool's mutex.  A slot being initialised
  * outside the mutex is already marked in use, so nobody else touches it.
@@ -39,6 +41,7 @@
 
 struct range {
 	char *base;	 /* nr x stride bytes */
+	size_t lead;	 /* bytes mapped below base: the guard strides (first range) */
 	size_t nfree;	 /* free slots */
 	size_t hint;	 /* a bitmap word that may have a free slot */
 	uint64_t *used;	 /* slot in use */
@@ -213,13 +216,58 @@ static void numa_setup(struct pool_impl *pi)
 	pi->numa_nodes = nodes;
 }
 
+/* --- guard strides --------------------------------------------------------- */
+
+/*
+ * Guard strides.  Where the arch has the stride section
+ * (RSK_ARCH_HAS_STRIDE_OPS: x86-64), rsk_pcounter_add() reads the index
+ * inside the section as a signed 32-bit value and tests the gate word at
+ * p->gate + (index << RSK_MEMPOOL_SHIFT) with no bound or sign test, as
+ * the structures' part sections do (<rseqkit/percpu.h>, "Guard parts").
+ * A registered thread's index is in [0, nr); the only other values an
+ * area's cpu_id or mm_cid holds are -1 (not registered) and -2 (glibc's
+ * "registration failed"), which select the two strides below the first
+ * range.  So the first range is mapped with GUARD_STRIDES more strides
+ * below it, whose word at the gate's offset (0) is written nonzero at
+ * creation - a gate that is never open - and which are then made
+ * read-only, so nothing can reopen them: such a section leaves through
+ * `stopped`, and the slow path finds the thread has no index.  Nothing
+ * else in the guard strides is ever touched, so they commit two pages
+ * (the two written words' pages), and neither those pages nor the guard's
+ * address space are counted in rsk_mempool_stats() (nor in max_bytes).
+ */
+#ifdef RSK_ARCH_HAS_STRIDE_OPS
+#define GUARD_STRIDES 2
+#else
+#define GUARD_STRIDES 0 /* the generic section bound-checks its index */
+#endif
+#define GUARD_BYTES ((size_t)GUARD_STRIDES * RSK_MEMPOOL_STRIDE)
+/* What the guards' gate words hold: all ones, as the structures' guard
+ * part (src/percpu.c); any value but 0 reads as a closed gate. */
+#define GUARD_GATE ((intptr_t)-1)
+
+/* Close the guard gates in the lead bytes at m (no huge pages there yet:
+ * the caller has madvised them) and make them read-only.  0 or -1. */
+static int guard_init(char *m, size_t lead)
+{
+	if (lead == 0)
+		return 0;
+	/* The gate is word 0 of each stride of the first range. */
+	for (size_t off = 0; off < lead; off += RSK_MEMPOOL_STRIDE)
+		*(intptr_t *)(void *)(m + off) = GUARD_GATE;
+	return mprotect(m, lead, PROT_READ);
+}
+
 /* --- ranges and slots ------------------------------------------------------ */
 
-static struct range *range_new(struct pool_impl *pi)
+/* A new range, with `lead` bytes of guard strides mapped below it (the
+ * first range: GUARD_BYTES; the others: 0). */
+static struct range *range_new(struct pool_impl *pi, size_t lead)
 {
 	struct range *r;
 	struct range_view *nv;
 	struct retired *old;
+	char *m;
 	size_t i;
 
 	if (pi->max_bytes && (pi->nranges + 1) * pi->range_bytes > pi->max_bytes)
@@ -235,11 +283,15 @@ static struct range *range_new(struct pool_impl *pi)
 	}
 	r->used = calloc(pi->words, sizeof(uint64_t));
 	r->dirty = calloc(pi->words, sizeof(uint64_t));
-	r->base = mmap(NULL, pi->range_bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (r->used == NULL || r->dirty == NULL || r->base == MAP_FAILED) {
-		if (r->base != MAP_FAILED && r->base != NULL)
-			munmap(r->base, pi->range_bytes);
+	m = mmap(NULL, lead + pi->range_bytes, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	/* A huge page would commit 2 MiB of 32 CPUs' copies at the first
+	 * write (and 2 MiB for a guard's word): before any write. */
+	if (m != MAP_FAILED)
+		madvise(m, lead + pi->range_bytes, MADV_NOHUGEPAGE);
+	if (r->used == NULL || r->dirty == NULL || m == MAP_FAILED || guard_init(m, lead) != 0) {
+		if (m != MAP_FAILED)
+			munmap(m, lead + pi->range_bytes);
 		free(r->used);
 		free(r->dirty);
 		free(r);
@@ -247,8 +299,8 @@ static struct range *range_new(struct pool_impl *pi)
 		free(old);
 		return NULL;
 	}
-	/* A huge page would commit 2 MiB of 32 CPUs' copies at the first write. */
-	madvise(r->base, pi->range_bytes, MADV_NOHUGEPAGE);
+	r->base = m + lead;
+	r->lead = lead;
 	bind_range(pi, r->base);
 	r->nfree = pi->per_range;
 	/* Bits beyond per_range in the last word: permanently in use. */
@@ -272,7 +324,7 @@ static struct range *range_new(struct pool_impl *pi)
 
 static void range_free(struct pool_impl *pi, struct range *r)
 {
-	munmap(r->base, pi->range_bytes);
+	munmap(r->base - r->lead, r->lead + pi->range_bytes);
 	free(r->used);
 	free(r->dirty);
 	free(r);
@@ -361,7 +413,7 @@ static char *take_slot(struct pool_impl *pi, int *was_dirty)
 			r = pi->ranges[i];
 			break;
 		}
-	if (r == NULL && (r = range_new(pi)) == NULL)
+	if (r == NULL && (r = range_new(pi, 0)) == NULL)
 		return NULL;
 	for (size_t k = 0; k < pi->words; k++) {
 		size_t w = (r->hint + k) % pi->words;
@@ -451,8 +503,8 @@ RSK_EXPORT int rsk_mempool_create(struct rsk_mempool **out, const struct rsk_mem
 	pi->magic = RSK_MEMPOOL_MAGIC;
 	numa_setup(pi);
 	/* The first range now: its strides' first words are the pool's gates,
-	 * valid as long as the pool is. */
-	if (range_new(pi) == NULL) {
+	 * valid as long as the pool is, and the guard strides below it. */
+	if (range_new(pi, GUARD_BYTES) == NULL) {
 		rsk_mempool_destroy(&pi->pub);
 		return -ENOMEM;
 	}

@@ -6,7 +6,9 @@
  * (registration failed) must take the slow path, with exact results and
  * nothing written outside the parts: their sections land on part[-1] or
  * part[-2] and find a closed gate there (the counter's gate word is
- * never closed in its parts, but is nonzero in the guards).
+ * never closed in its parts, but is nonzero in the guards).  The pool
+ * counter (rsk_pcounter_add) is checked the same way: on x86-64 its pool
+ * has guard strides below the gates (src/mempool.c, "Guard strides").
  *
  * In every registration mode (harness.h): the guards' gate words are not
  * zero; a new thread's first operations are exact (and, where rseqkit
@@ -36,19 +38,31 @@ static int nr;
 #define GUARD_GATE(s, k) (*(intptr_t *)(void *)((char *)&(s)->part[0] + (k) * RSK_PERCPU_ALIGN + \
 						 offsetof(__typeof__((s)->part[0]), gate)))
 
+/* The gate word of the pool's guard stride k (k = -1, -2): where the
+ * stride section of an index k tests the gate. */
+#define POOL_GUARD_GATE(p, k) (*(intptr_t *)(void *)((char *)(p)->gate + (k) * (ptrdiff_t)RSK_MEMPOOL_STRIDE))
+
+/* The structures, and a counter in a mempool (pc, in the pool's first
+ * range: a section with index k that found the guard's gate open would
+ * add to pc's copy k, inside the guard stride k). */
 struct trio {
 	struct rsk_counter *c;
 	struct rsk_spinlock *l;
 	struct rsk_stack *s;
+	struct rsk_mempool *pool;
+	intptr_t *pc;
 	struct rsk_stack_node nodes[2 * OPS]; /* one set per round */
 	intptr_t locked_adds; /* guarded by l */
 };
 
 static int trio_create(struct trio *t, enum rsk_index_mode m)
 {
+	struct rsk_mempool_config pc = { .size = sizeof(intptr_t), .mode = m };
+
 	memset(t, 0, sizeof(*t));
 	return rsk_counter_create(&t->c, m) == 0 && rsk_spinlock_create(&t->l, m) == 0 &&
-	       rsk_stack_create(&t->s, m) == 0;
+	       rsk_stack_create(&t->s, m) == 0 && rsk_mempool_create(&t->pool, &pc) == 0 &&
+	       (t->pc = rsk_mempool_zalloc(t->pool)) != NULL;
 }
 
 static void trio_destroy(struct trio *t)
@@ -56,6 +70,7 @@ static void trio_destroy(struct trio *t)
 	rsk_counter_destroy(t->c);
 	rsk_spinlock_destroy(t->l);
 	rsk_stack_destroy(t->s);
+	rsk_mempool_destroy(t->pool);
 }
 
 /* Round `round` (0 or 1): OPS adds, lock/unlock rounds and pushes; 0
@@ -72,6 +87,8 @@ static int trio_work(struct trio *t, int round)
 		rsk_spinlock_unlock(t->l, idx);
 		if (rsk_stack_push(t->s, &t->nodes[round * OPS + i]) < 0)
 			return -3;
+		if (rsk_pcounter_add(t->pool, t->pc, 1) < 0)
+			return -4;
 	}
 	return 0;
 }
@@ -79,20 +96,23 @@ static int trio_work(struct trio *t, int round)
 /* Everything trio_work() did is in the parts, and the heads are intact. */
 static int trio_exact(struct trio *t, int rounds, enum rsk_index_mode m, char *why, size_t len)
 {
-	intptr_t sum = -1;
+	intptr_t sum = -1, psum = -1;
 	int popped = 0;
 	struct rsk_stack_node *n;
 
 	rsk_counter_sum(t->c, &sum);
+	rsk_pcounter_sum(t->pool, t->pc, &psum);
 	for (int cpu = 0; cpu < nr; cpu++)
 		if (rsk_stack_pop_all_cpu(t->s, cpu, &n) >= 0)
 			for (; n != NULL; n = n->next)
 				popped++;
-	snprintf(why, len, "(sum %ld, locked adds %ld, popped %d, of %d; nr %d %d %d)", (long)sum,
-		 (long)t->locked_adds, popped, rounds * OPS, t->c->nr, t->l->nr, t->s->nr);
+	snprintf(why, len, "(sum %ld, locked adds %ld, popped %d, pool sum %ld, of %d; nr %d %d %d %d)",
+		 (long)sum, (long)t->locked_adds, popped, (long)psum, rounds * OPS, t->c->nr, t->l->nr,
+		 t->s->nr, t->pool->nr);
 	return sum == rounds * OPS && t->locked_adds == rounds * OPS && popped == rounds * OPS &&
-	       t->c->nr == nr && t->l->nr == nr && t->s->nr == nr && t->c->mode == m &&
-	       t->l->mode == m && t->s->mode == m;
+	       psum == rounds * OPS && t->c->nr == nr && t->l->nr == nr && t->s->nr == nr &&
+	       t->pool->nr == nr && t->c->mode == m && t->l->mode == m && t->s->mode == m &&
+	       t->pool->mode == m;
 }
 
 static void guards_closed(const char *mn, enum rsk_index_mode m)
@@ -107,6 +127,11 @@ static void guards_closed(const char *mn, enum rsk_index_mode m)
 		       GUARD_GATE(t.l, -2) != 0 && GUARD_GATE(t.s, -1) != 0 &&
 		       GUARD_GATE(t.s, -2) != 0,
 	       "%s: the gates of part[-1] and part[-2] are closed (counter, spinlock, stack)", mn);
+#ifdef RSK_ARCH_HAS_STRIDE_OPS
+	tap_ok(POOL_GUARD_GATE(t.pool, -1) != 0 && POOL_GUARD_GATE(t.pool, -2) != 0,
+	       "%s: the mempool's guard strides -1 and -2 have closed gates (%#lx %#lx)", mn,
+	       (unsigned long)POOL_GUARD_GATE(t.pool, -1), (unsigned long)POOL_GUARD_GATE(t.pool, -2));
+#endif
 	trio_destroy(&t);
 }
 

@@ -19,8 +19,9 @@
  * 64 KiB) with mmap(MAP_NORESERVE), copy i of its objects in the i-th
  * stride.  One CPU's copies of all the pool's objects pack densely in its
  * own pages and never share a cache line (or a page) with another CPU's.
- * Nothing is committed up front: a page costs memory only once something
- * writes it, so copies of CPUs (in RSK_INDEX_CID mode: of concurrency
+ * Nothing is committed up front (but two guard pages on x86-64: see
+ * rsk_mempool_stats): a page costs memory only once something writes it,
+ * so copies of CPUs (in RSK_INDEX_CID mode: of concurrency
  * ids) that never write the pool cost nothing; reading an untouched copy
  * maps the kernel's shared zero page.  When a range is full, the pool
  * reserves another.  Why 64 KiB: it is a multiple of every page size in
@@ -186,7 +187,9 @@ struct rsk_mempool {
 /*
  * rsk_mempool_create - make a pool as *cfg says and store it in *out.
  * The first range is reserved here (its strides' first words are the
- * pool's gates), untouched and so uncommitted.  Returns 0, -EINVAL (out
+ * pool's gates), untouched and so uncommitted; on x86-64 two guard
+ * strides are mapped below it, of which the pages of their two gate words
+ * are written here (see rsk_mempool_stats).  Returns 0, -EINVAL (out
  * or cfg NULL, size 0 or too large, align not 0 and not a power of two or
  * > RSK_MEMPOOL_MAX_ALIGN, unknown mode or flag, a max_bytes below one
  * range), -ENOMEM.
@@ -239,8 +242,12 @@ int rsk_mempool_for_each(struct rsk_mempool *p, const void *ptr,
 /*
  * rsk_mempool_stats - fill *st.  committed_bytes counts the reserved pages
  * that have memory of their own (written, or swapped out); pages that map
- * the shared zero page (read, never written) are not counted.  Returns 0,
- * -EINVAL (p or st NULL).
+ * the shared zero page (read, never written) are not counted.  On x86-64
+ * the pool also holds two guard strides below its first range (for
+ * rsk_pcounter_add's section, src/mempool.c): two pages of them are
+ * written at creation, and neither those 2 pages nor the guards' 128 KiB
+ * of address space are counted (in committed_bytes, reserved_bytes or
+ * max_bytes).  Returns 0, -EINVAL (p or st NULL).
  */
 int rsk_mempool_stats(struct rsk_mempool *p, struct rsk_mempool_stats *st);
 
