@@ -6,9 +6,10 @@
  * (registration failed) must take the slow path, with exact results and
  * nothing written outside the parts: their sections land on part[-1] or
  * part[-2] and find a closed gate there (the counter's gate word is
- * never closed in its parts, but is nonzero in the guards).  The pool
- * counter (rsk_pcounter_add) is checked the same way: on x86-64 its pool
- * has guard strides below the gates (src/mempool.c, "Guard strides").
+ * never closed in its parts, but is nonzero in the guards).  Likewise the
+ * mempool counter's x86-64 stride section (rsk_pcounter_add, gcc builds:
+ * RSK_PCOUNTER_STRIDE_SECTION_), whose -1 and -2 land on the guard strides
+ * below the pool's gates (src/mempool.c, "Guard strides").
  *
  * In every registration mode (harness.h): the guards' gate words are not
  * zero; a new thread's first operations are exact (and, where rseqkit
@@ -20,12 +21,17 @@
  *
  * Shown to fail when broken: with the guard before the structure zeroed
  * (src/percpu.c), the -2 cases lose every add and push to part[-2]; with
- * the index read zero-extended, the -1 cases fault.
+ * the index read zero-extended, the -1 cases fault.  For the pool the
+ * test shows it itself (the negative control, where the stride section
+ * is in use): with the guard strides' gate words zeroed, the same adds of
+ * an unregistered thread go to the guard stride instead of the counter,
+ * and the sum the exactness check reads is short by every one of them.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <rseqkit/rseqkit.h>
 #include "tap.h"
 #include "harness.h"
@@ -185,7 +191,48 @@ struct unreg_job {
 	int32_t mark; /* the value the index field holds while unregistered */
 	int ret, exact, saw_mark;
 	char why[160];
+	int control; /* the negative control's outcome: 1 lost as it must, -1 not run */
+	char cwhy[200];
 };
+
+#ifdef RSK_PCOUNTER_STRIDE_SECTION_
+/*
+ * The negative control of the pool's guard: its strides' gate words set
+ * to 0 (the pool maps them read-only: made writable for it), OPS adds by
+ * this thread, whose index field reads `mark`, then the words put back.
+ * With the gate "open", each section adds to pc's copy `mark`, inside the
+ * guard stride, and returns `mark` as the copy's index: the pool
+ * counter's sum, which trio_exact() checks, misses every one of them.
+ * Returns 1 when that is what happened.
+ */
+static int broken_guard_loses(struct trio *t, int32_t mark, char *why, size_t len)
+{
+	char *guard = (char *)t->pool->gate - 2 * (ptrdiff_t)RSK_MEMPOOL_STRIDE;
+	intptr_t *stray = (intptr_t *)(void *)((char *)t->pc + mark * (ptrdiff_t)RSK_MEMPOOL_STRIDE);
+	intptr_t g1 = POOL_GUARD_GATE(t->pool, -1), g2 = POOL_GUARD_GATE(t->pool, -2);
+	intptr_t before = -1, after = -1, strayed;
+	int as_mark = 0;
+
+	rsk_pcounter_sum(t->pool, t->pc, &before);
+	if (mprotect(guard, 2 * RSK_MEMPOOL_STRIDE, PROT_READ | PROT_WRITE) != 0) {
+		snprintf(why, len, "(mprotect: %s)", strerror(errno));
+		return 0;
+	}
+	POOL_GUARD_GATE(t->pool, -1) = 0;
+	POOL_GUARD_GATE(t->pool, -2) = 0;
+	for (int i = 0; i < OPS; i++)
+		as_mark += rsk_pcounter_add(t->pool, t->pc, 1) == mark;
+	POOL_GUARD_GATE(t->pool, -1) = g1;
+	POOL_GUARD_GATE(t->pool, -2) = g2;
+	strayed = *stray;
+	*stray = 0;
+	mprotect(guard, 2 * RSK_MEMPOOL_STRIDE, PROT_READ);
+	rsk_pcounter_sum(t->pool, t->pc, &after);
+	snprintf(why, len, "(sum %ld before, %ld after %d adds; %ld in the guard stride; %d returned %d)",
+		 (long)before, (long)after, OPS, (long)strayed, as_mark, (int)mark);
+	return after == before && strayed == OPS && as_mark == OPS;
+}
+#endif
 
 static void *unregistered_ops(void *arg)
 {
@@ -208,6 +255,11 @@ static void *unregistered_ops(void *arg)
 	u->saw_mark = *field == (uint32_t)u->mark;
 	*field = saved;
 	u->exact = trio_exact(&t, 2, t.c->mode, u->why, sizeof(u->why));
+#ifdef RSK_PCOUNTER_STRIDE_SECTION_
+	*field = (uint32_t)u->mark;
+	u->control = broken_guard_loses(&t, u->mark, u->cwhy, sizeof(u->cwhy));
+	*field = saved;
+#endif
 	rsk_register();
 	trio_destroy(&t);
 	return NULL;
@@ -215,7 +267,7 @@ static void *unregistered_ops(void *arg)
 
 static void unregistered(const char *mn, enum rsk_index_mode m, int32_t mark)
 {
-	struct unreg_job u = { m, mark, -100, 0, 0, "" };
+	struct unreg_job u = { m, mark, -100, 0, 0, "", -1, "" };
 	pthread_t th;
 
 	pthread_create(&th, NULL, unregistered_ops, &u);
@@ -224,6 +276,12 @@ static void unregistered(const char *mn, enum rsk_index_mode m, int32_t mark)
 	       "%s: a thread whose index reads %d: every operation exact through the guard %s "
 	       "(ret %d, index unchanged %d)",
 	       mn, (int)mark, u.why, u.ret, u.saw_mark);
+#ifdef RSK_PCOUNTER_STRIDE_SECTION_
+	tap_ok(u.control == 1,
+	       "%s: negative control: with the mempool's guard gates zeroed, the pool counter adds "
+	       "of a thread whose index reads %d go to the guard stride, missing from the sum %s",
+	       mn, (int)mark, u.cwhy);
+#endif
 }
 
 static void body(const struct test_mode *mode, int argc, char **argv)

@@ -293,12 +293,17 @@ rsk_pcounter_try_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, enum rsk_ind
 	return rsk_gated_add(mode, i, rsk_mempool_gate(p, i), rsk_percpu_ptr(ctr, i), v);
 }
 
-/* The section reads the index itself (no bound check, no mode branch):
- * the arch's stride operation.  With gcc only: against rsk_counter_add,
- * gcc 12 went from 1.70x to 1.14x with it, clang 14 from 1.56x to 1.68x
- * (one run each, doc/BENCHMARKS.md), so clang keeps the form below. */
+/* The section reads the index itself (no bound check, no sign test, no
+ * mode branch): the arch's stride operation.  An unregistered thread's
+ * index (-1, -2) selects a guard stride below the pool's gates, whose gate
+ * word is never 0 (src/mempool.c, "Guard strides"), so the section leaves
+ * through `stopped` and the slow path sees the thread has no index.  With
+ * gcc only: against rsk_counter_add, gcc 12 went from 1.70x to 1.14x with
+ * it, clang 14 from 1.56x to 1.68x (one run each, doc/BENCHMARKS.md), so
+ * clang keeps the form below. */
 #if defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(__clang__) && !defined(RSK_TSAN) && \
 	!defined(RSEQKIT_ANALYZER)
+#define RSK_PCOUNTER_STRIDE_SECTION_ 1 /* Not API: for the tests */
 static inline __attribute__((always_inline)) int
 rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 {

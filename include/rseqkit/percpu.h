@@ -65,7 +65,9 @@
  * the 128 bytes before it, all ones.  Such a section leaves through
  * `stopped`, and the slow path, seeing the thread's index out of range,
  * treats it as RSK_TRY_NO_INDEX.  The area offset is still tested (0: no
- * rseq in the process), outside the section.
+ * rseq in the process), outside the section.  The mempool's counter
+ * section (RSK_ARCH_HAS_STRIDE_OPS) relies on the same two values, with
+ * two guard strides below the pool's gates (src/mempool.c).
  *
  * Return values: negative errno on error, otherwise (for operations on the
  * current CPU's part) the index of the part that was used:

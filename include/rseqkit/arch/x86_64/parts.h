@@ -65,13 +65,17 @@
 /*
  * Stride operation (optional in the contract: RSK_ARCH_HAS_STRIDE_OPS),
  * for per-CPU memory whose copy i of an object is at obj + (i << SHIFT)
- * (<rseqkit/mempool.h>): the section reads the index, scales it by the
- * stride, leaves through `stopped` if it is negative (not registered) or
- * if the gate's copy i (gate + pos) is not 0, and adds count to obj + pos.
- * The index is not compared with the number of copies, for the reason
- * the part operations give (the copies cover every possible CPU).  On
- * commit, pos holds index << SHIFT.  RSK_ARCH_HAS_STRIDE_OPS also turns on
- * the pointer buffer's stride part operations below.
+ * (<rseqkit/mempool.h>): the section reads the index as a signed 32-bit
+ * value, scales it by the stride, leaves through `stopped` if the gate's
+ * copy i (gate + pos) is not 0, and adds count to obj + pos.  The index
+ * is neither compared with the number of copies nor tested for its sign,
+ * for the reasons the part operations give: the copies cover every
+ * possible CPU, and -1 and -2 (not registered) select the two guard
+ * strides below the gate's copy 0, whose gate words are never 0
+ * (src/mempool.c, "Guard strides").  The gate must be such a guarded
+ * array: the pool's.  On commit, pos holds index << SHIFT.
+ * RSK_ARCH_HAS_STRIDE_OPS also turns on the pointer buffer's stride part
+ * operations below.
  */
 #define RSK_ARCH_HAS_STRIDE_OPS 1
 #define RSK_ARCH_STRIDE_GATED_ADD(area_, ioff_, obj_, gate_, shift_, pos_, count_)        \
@@ -83,7 +87,6 @@
 			"1:\n\t" RSK_INJECT_ASM(1)                             \
 			"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"           \
 			"shlq %[shift], %[pos]\n\t"                            \
-			"js %l[stopped]\n\t"                                   \
 			"cmpq $0, (%[gate], %[pos])\n\t"                       \
 			"jnz %l[stopped]\n\t"                                  \
 			RSK_INJECT_ASM(2) /* as rsk_gated_add: after the gate */ \
