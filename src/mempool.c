@@ -31,6 +31,10 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+/* rsk_pcounter_slow_ is cold to the inline fast path's callers only: this
+ * definition stays optimised for speed (<rseqkit/mempool.h>).  Before the
+ * first include of the header (internal.h includes it). */
+#define RSK_PCOUNTER_SLOW_ATTR_
 #include "internal.h"
 #include <rseqkit/mempool.h>
 
