@@ -70,21 +70,33 @@ static inline __attribute__((always_inline)) uint32_t rsk_arch_area_u32(rsk_arch
 	return v;
 }
 
-/* A byte of the area at the constant offset `field`: loaded afresh, or
- * stored (the time-slice extension's request and granted bytes). */
+/* A byte of the area at byte `field`: loaded afresh, or stored (the
+ * time-slice extension's request and granted bytes).  As for the 32-bit
+ * load, the offset is an immediate where the compiler knows it (not at
+ * -O0). */
 static inline __attribute__((always_inline)) uint8_t rsk_arch_area_u8(rsk_arch_area_t area,
 								      uint32_t field)
 {
 	uint8_t v;
 
-	__asm__ __volatile__("movb %%fs:%c2(%1), %0" : "=q"(v) : "r"(area), "i"(field));
+	if (__builtin_constant_p(field))
+		__asm__ __volatile__("movb %%fs:%c2(%1), %0" : "=q"(v) : "r"(area), "i"(field));
+	else
+		__asm__ __volatile__("movb %%fs:(%1, %2), %0"
+				     : "=q"(v)
+				     : "r"(area), "r"((uintptr_t)field));
 	return v;
 }
 
 static inline __attribute__((always_inline)) void rsk_arch_area_set_u8(rsk_arch_area_t area,
 								       uint32_t field, uint8_t v)
 {
-	__asm__ __volatile__("movb %2, %%fs:%c1(%0)" : : "r"(area), "i"(field), "iq"(v));
+	if (__builtin_constant_p(field))
+		__asm__ __volatile__("movb %2, %%fs:%c1(%0)" : : "r"(area), "i"(field), "iq"(v));
+	else
+		__asm__ __volatile__("movb %2, %%fs:(%0, %1)"
+				     :
+				     : "r"(area), "r"((uintptr_t)field), "iq"(v));
 }
 
 /* The building blocks arch/common.h asks for. */
