@@ -308,11 +308,12 @@ rsk_pcounter_try_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, enum rsk_ind
  * mode branch): the arch's stride operation.  An unregistered thread's
  * index (-1, -2) selects a guard stride below the pool's gates, whose gate
  * word is never 0 (src/mempool.c, "Guard strides"), so the section leaves
- * through `stopped` and the slow path sees the thread has no index.  With
- * gcc only: against rsk_counter_add, gcc 12 went from 1.70x to 1.14x with
- * it, clang 14 from 1.56x to 1.68x (one run each, doc/BENCHMARKS.md), so
- * clang keeps the form below. */
-#if defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(__clang__) && !defined(RSK_TSAN) && \
+ * through `stopped` and the slow path sees the thread has no index.
+ * Against the generic form below (mempool-bench, 1 pinned thread): gcc 12
+ * 1.24x rsk_counter_add -> 0.98x, clang 14 1.75x -> 1.18x (clang once
+ * measured slower with it, while the section still had a sign test and
+ * the NULL tests were one; doc/BENCHMARKS.md). */
+#if defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(RSK_TSAN) && \
 	!defined(RSEQKIT_ANALYZER)
 #define RSK_PCOUNTER_STRIDE_SECTION_ 1 /* Not API: for the tests */
 static inline __attribute__((always_inline)) int
