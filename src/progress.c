@@ -786,9 +786,13 @@ static void slice_hold(void)
 static void slice_unhold(void)
 {
 	struct gate_self *g = &gself;
+	/* Read first: a handler that runs between the count reaching 0 and
+	 * the end would open a region of its own and leave its (nested)
+	 * token in g->slice. */
+	rsk_slice_t s = g->slice;
 
 	if (g->slice_gates > 0 && --g->slice_gates == 0)
-		rsk_slice_end(g->slice);
+		rsk_slice_end(s);
 }
 
 /* The pool's depot locks: a gate without a fence. */
