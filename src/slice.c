@@ -91,21 +91,13 @@ RSK_EXPORT int rsk_slice_enable(void)
 /* rsk_slice_begin() in a thread that has not enabled the extension. */
 RSK_EXPORT rsk_slice_t rsk_slice_begin_slow_(void)
 {
-	rsk_arch_area_t a;
-
 	if (slice_failed)
 		return RSK_SLICE_NONE;
 	if (rsk_slice_enable() != 0) {
 		slice_failed = 1;
 		return RSK_SLICE_NONE;
 	}
-	a = rsk_arch_area_of(rsk_area_offset_());
-	if (rsk_arch_area_u8(a, RSK_ABI_OFF_SLICE_REQUEST) |
-	    rsk_arch_area_u8(a, RSK_ABI_OFF_SLICE_GRANTED))
-		return RSK_SLICE_NESTED;
-	rsk_arch_area_set_u8(a, RSK_ABI_OFF_SLICE_REQUEST, 1);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	return RSK_SLICE_OUTER;
+	return rsk_slice_request_(rsk_arch_area_of(rsk_area_offset_()));
 }
 
 /* The region ended with the extension granted: give the CPU back, as the

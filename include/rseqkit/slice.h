@@ -91,6 +91,19 @@ int rsk_slice_enable(void);
 rsk_slice_t rsk_slice_begin_slow_(void);
 void rsk_slice_yield_(void);
 
+/* Not API: the request, in a thread that has the extension enabled. */
+static inline __attribute__((always_inline)) rsk_slice_t rsk_slice_request_(rsk_arch_area_t a)
+{
+	/* A request or a grant pending: an enclosing region's. */
+	if (rsk_arch_area_u8(a, RSK_ABI_OFF_SLICE_REQUEST) |
+	    rsk_arch_area_u8(a, RSK_ABI_OFF_SLICE_GRANTED))
+		return RSK_SLICE_NESTED;
+	rsk_arch_area_set_u8(a, RSK_ABI_OFF_SLICE_REQUEST, 1);
+	/* Nothing of the region moves above the request. */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return RSK_SLICE_OUTER;
+}
+
 /*
  * rsk_slice_begin - ask not to be preempted until rsk_slice_end().
  * Where the extension is enabled in the thread: one load of the area's
@@ -109,14 +122,7 @@ static inline rsk_slice_t rsk_slice_begin(void)
 	if (__builtin_expect(!(rsk_arch_area_u32(a, RSK_ABI_OFF_FLAGS) &
 			       RSK_ABI_FLAG_SLICE_EXT_ENABLED), 0))
 		return rsk_slice_begin_slow_();
-	/* A request or a grant pending: an enclosing region's. */
-	if (rsk_arch_area_u8(a, RSK_ABI_OFF_SLICE_REQUEST) |
-	    rsk_arch_area_u8(a, RSK_ABI_OFF_SLICE_GRANTED))
-		return RSK_SLICE_NESTED;
-	rsk_arch_area_set_u8(a, RSK_ABI_OFF_SLICE_REQUEST, 1);
-	/* Nothing of the region moves above the request. */
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	return RSK_SLICE_OUTER;
+	return rsk_slice_request_(a);
 }
 
 /*
