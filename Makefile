@@ -385,7 +385,9 @@ check-sanitize:
 # by tests/bin/tsan-report.sh; any report fails.  TSan sees nothing inside
 # the asm sections: the headers tell it what a section orders
 # (<rseqkit/tsan.h>), and the negative control builds two examples without
-# those annotations (RSEQKIT_TSAN_UNANNOTATED), which must be reported.
+# those annotations (RSEQKIT_TSAN_UNANNOTATED), which must be reported
+# (within 5 runs: whether two threads meet on one shard is the scheduler's
+# choice, and sharded_lock went unreported in 3 to 6 runs of 40 here).
 # x86-64 (and other 64-bit hosts) only: TSan has no i386 runtime.
 TSAN_BUILD   := build-tsan
 TSAN_CFLAGS  := -O1 -g -fsanitize=thread -fno-omit-frame-pointer -Wno-error=tsan \
@@ -418,9 +420,12 @@ check-tsan:
 		$(CC) -std=gnu11 -D_GNU_SOURCE -Iinclude $(TSAN_CFLAGS) -DRSEQKIT_TSAN_UNANNOTATED \
 			-o $(TSAN_BUILD)/unannotated-$$e examples/$$e.c $(TSAN_BUILD)/lib/librseqkit.a \
 			$(TSAN_LDFLAGS) -pthread 2>/dev/null || { st=1; continue; }; \
-		TSAN_OPTIONS="exitcode=66 report_bugs=1" $(TSAN_BUILD)/unannotated-$$e >/dev/null 2>&1; rc=$$?; \
-		if [ $$rc = 66 ]; then echo "check-tsan: negative control: examples/$$e without the annotations: races reported (exit 66), as they must be"; \
-		else echo "check-tsan: negative control FAILED: examples/$$e without the annotations exited $$rc, no race reported"; st=1; fi; \
+		for try in 1 2 3 4 5; do \
+			TSAN_OPTIONS="exitcode=66 report_bugs=1" $(TSAN_BUILD)/unannotated-$$e >/dev/null 2>&1; rc=$$?; \
+			[ $$rc = 66 ] && break; \
+		done; \
+		if [ $$rc = 66 ]; then echo "check-tsan: negative control: examples/$$e without the annotations: races reported (exit 66, run $$try), as they must be"; \
+		else echo "check-tsan: negative control FAILED: examples/$$e without the annotations exited $$rc in 5 runs, no race reported"; st=1; fi; \
 	done; exit $$st
 
 # cppcheck and clang-tidy over the library (src/*.c and, through them, every
