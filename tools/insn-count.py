@@ -498,24 +498,20 @@ def self_test():
         else:
             print("not ok %d - %s: got %r, want %r" % (n, fn, got, w))
             fails += 1
-    # A source whose loop is missing: the report must fail, not print 0.
-    n += 1
-    rc, _ = quiet_report([{"path": "stack", "impl": "rseqkit", "mode": "-", "ops": 1,
-                     "fn": "no_such_loop"}], funcs, "self-test", False)
-    print("%s %d - a missing loop makes the report fail (rc %d)" %
-          ("ok" if rc else "not ok", n, rc))
-    fails += not rc
-    n += 1
-    rc, _ = quiet_report([{"path": "stack", "impl": "rseqkit", "mode": "-", "ops": 1,
-                     "fn": "straight"}], funcs, "self-test", False)
-    print("%s %d - a function without a loop makes the report fail (rc %d)" %
-          ("ok" if rc else "not ok", n, rc))
-    fails += not rc
-    n += 1
-    rc, _ = quiet_report([{"path": "counter-add", "impl": "rseqkit", "mode": "-", "ops": 2,
-                     "fn": "cold_forward"}], funcs, "self-test", False)
-    print("%s %d - a found loop reports rc 0" % ("ok" if rc == 0 else "not ok", n))
-    fails += rc != 0
+    # The report's verdict on a whole source: a missing loop or a function
+    # without one must fail it (never print 0), a found loop must pass.
+    verdicts = [
+        ("stack", 1, "no_such_loop", True, "a missing loop makes the report fail"),
+        ("stack", 1, "straight", True, "a function without a loop makes the report fail"),
+        ("counter-add", 2, "cold_forward", False, "a found loop reports rc 0"),
+    ]
+    for path, ops, fn, must_fail, what in verdicts:
+        n += 1
+        rc, _ = quiet_report([{"path": path, "impl": "rseqkit", "mode": "-", "ops": ops,
+                               "fn": fn}], funcs, "self-test", False)
+        ok = bool(rc) == must_fail
+        print("%s %d - %s (rc %d)" % ("ok" if ok else "not ok", n, what, rc))
+        fails += not ok
     print("1..%d" % n)
     return 1 if fails else 0
 
