@@ -138,16 +138,16 @@
  * the same arguments), as plain asm statements with that convention; the
  * result tails return tmp.
  */
-#define RSK_ARCH_SECTION_CMP(body, out, in)                                    \
-	RSK_ARM_SECTION(RSK_ASM_EXIT_PAIR("1f", "10f"), RSK_ARM_CMPFAIL_STUB, body, out, in)
-#define RSK_ARCH_SECTION(body, out, in) RSK_ARM_SECTION(, "", body, out, in)
-#define RSK_ARM_SECTION(exits, stubs, body, out, in)                           \
+#define RSK_ARCH_SECTION_CMP(body, out, in, more)                              \
+	RSK_ARM_SECTION(RSK_ASM_EXIT_PAIR("1f", "10f"), RSK_ARM_CMPFAIL_STUB, body, out, in, more)
+#define RSK_ARCH_SECTION(body, out, in, more) RSK_ARM_SECTION(, "", body, out, in, more)
+#define RSK_ARM_SECTION(exits, stubs, body, out, in, more)                     \
 	intptr_t tmp;                                                          \
 	RSK_ARCH_INJECT_DECL                                                   \
 	__asm__ __volatile__(RSK_ASM_ENTER(exits) body "2:\n\t" RSK_ARM_END(stubs) \
 			     : RSK_ASM_OUTPUTS(out)                            \
 			     : RSK_ASM_INPUTS(in)                              \
-			     : RSK_ARCH_CLOBBERS)
+			     : RSK_ARCH_CLOBBERS RSK_ARCH_UNPACK more)
 #define RSK_ARCH_RETURN_CMP return (int)tmp;
 #define RSK_ARCH_RETURN	    return (int)tmp;
 

@@ -169,28 +169,28 @@
  * handler, in the operation's function (RSK_ARCH_DEFINE), which then ends
  * with the result tail of the same kind - the C labels the asm leaves for:
  *
- *   RSK_ARCH_SECTION_CMP(body, out, in, ...);  RSK_ARCH_RETURN_CMP
+ *   RSK_ARCH_SECTION_CMP(body, out, in, more);  RSK_ARCH_RETURN_CMP
  *       an operation that compares: `cmpfail` is an early exit too
- *   RSK_ARCH_SECTION(body, out, in, ...);      RSK_ARCH_RETURN
+ *   RSK_ARCH_SECTION(body, out, in, more);      RSK_ARCH_RETURN
  *
  * body: the operation's instructions after RSK_ASM_ENTER, ending with its
  * commit (label 2 and the abort handler follow); out, in: its operands
- * (see RSK_ASM_OUTPUTS); `...`: clobbers beyond RSK_ARCH_CLOBBERS, with a
- * leading comma.  It declares tmp.  32-bit ARM, which has no asm goto,
+ * (see RSK_ASM_OUTPUTS); more: clobbers beyond RSK_ARCH_CLOBBERS, a
+ * parenthesized list with a leading comma or `()` (ISO C++ includes these
+ * headers: no empty variadic arguments).  It declares tmp.  32-bit ARM, which has no asm goto,
  * defines its own (arch/arm.h).
  */
 #ifndef RSK_ARCH_SECTION
-#define RSK_ARCH_SECTION_CMP(body, out, in, ...)                               \
-	RSK_ARCH_SECTION_(RSK_ASM_EXIT("cmpfail"), (cmpfail, ), body, out, in, __VA_ARGS__)
-#define RSK_ARCH_SECTION(body, out, in, ...)                                   \
-	RSK_ARCH_SECTION_(, (), body, out, in, __VA_ARGS__)
-#define RSK_ARCH_SECTION_(exits, first, body, out, in, ...)                    \
+#define RSK_ARCH_SECTION_CMP(body, out, in, more)                              \
+	RSK_ARCH_SECTION_(RSK_ASM_EXIT("cmpfail"), (cmpfail, ), body, out, in, more)
+#define RSK_ARCH_SECTION(body, out, in, more) RSK_ARCH_SECTION_(, (), body, out, in, more)
+#define RSK_ARCH_SECTION_(exits, first, body, out, in, more)                   \
 	intptr_t tmp;                                                          \
 	RSK_ARCH_INJECT_DECL                                                   \
 	__asm__ __volatile__ goto(RSK_ASM_ENTER(exits) body "2:\n\t" RSK_ASM_ABORT \
 				  : RSK_ASM_OUTPUTS(out)                       \
 				  : RSK_ASM_INPUTS(in)                         \
-				  : RSK_ARCH_CLOBBERS __VA_ARGS__              \
+				  : RSK_ARCH_CLOBBERS RSK_ARCH_UNPACK more     \
 				  : RSK_ARCH_UNPACK first aborted RSK_ARCH_STOP_LABEL)
 #define RSK_ARCH_RETURN_CMP                                                    \
 	return 0;                                                              \

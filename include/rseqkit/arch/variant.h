@@ -6,8 +6,9 @@
  * naming the file that defines the operations (an arch's ops.h, or
  * arch/at.h for the `_at` dispatch).
  *
- * It declares the prototypes, so that a definition that strays from the
- * contract fails to compile; includes the operations; and gives the
+ * It declares the prototypes (RSK_ARCH_DEFINE: the signatures of
+ * arch/common.h, which the definitions use too); includes the operations;
+ * and gives the
  * _release twins: a TSO architecture (RSK_ARCH_TSO) gets them here, as
  * the relaxed operation behind RSK_ARCH_RELEASE_BARRIER(op) - a compiler
  * barrier where the relaxed op does not clobber memory itself, nothing

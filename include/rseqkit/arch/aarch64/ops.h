@@ -16,7 +16,7 @@ RSK_ARCH_DEFINE(cmpstore)
 			     "cmp %[tmp], %[expect]\n\t"
 			     "b.ne %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
 			     RSK_A64_COMMIT("newv", "v"),
-			     (), ([v] "r"(v), [expect] "r"(expect), [newv] "r"(newv)));
+			     (), ([v] "r"(v), [expect] "r"(expect), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -30,7 +30,7 @@ RSK_ARCH_DEFINE(cmpstorestore)
 			     "str %[newv2], [%[v2]]\n\t" RSK_INJECT_ASM(4)
 			     RSK_A64_COMMIT("newv", "v"),
 			     (), ([v] "r"(v), [expect] "r"(expect), [v2] "r"(v2),
-				  [newv2] "r"(newv2), [newv] "r"(newv)));
+				  [newv2] "r"(newv2), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -52,7 +52,7 @@ RSK_ARCH_DEFINE(cmpcopystore)
 			     RSK_A64_COMMIT("newv", "v"),
 			     (, [n] "+&r"(nwords)),
 			     ([v] "r"(v), [expect] "r"(expect), [dst] "r"(dst), [src] "r"(src),
-			      [newv] "r"(newv)));
+			      [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -70,7 +70,7 @@ RSK_ARCH_DEFINE(cmpcmpstore)
 			     "b.ne %l[cmpfail]\n\t" RSK_INJECT_ASM(4)
 			     "str %[newv], [%[v]]\n",
 			     (), ([v] "r"(v), [expect] "r"(expect), [v2] "r"(v2),
-				  [expect2] "r"(expect2), [newv] "r"(newv)));
+				  [expect2] "r"(expect2), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -82,7 +82,7 @@ RSK_ARCH_DEFINE(add)
 	RSK_ARCH_SECTION("ldr %[tmp], [%[v]]\n\t"
 			 "add %[tmp], %[tmp], %[count]\n\t" RSK_INJECT_ASM(3)
 			 "str %[tmp], [%[v]]\n",
-			 (), ([v] "r"(v), [count] "r"(count)));
+			 (), ([v] "r"(v), [count] "r"(count)), ());
 	RSK_ARCH_RETURN
 }
 
@@ -97,7 +97,7 @@ RSK_ARCH_DEFINE(pop)
 			     "ldr %[tmp], [%[tmp], %[offset]]\n\t"
 			     "str %[tmp], [%[v]]\n",
 			     (), ([v] "r"(v), [expectnot] "r"(expectnot), [offset] "r"(offset),
-				  [out] "r"(out)));
+				  [out] "r"(out)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -110,7 +110,7 @@ RSK_ARCH_DEFINE(derefadd)
 			 "ldr %[val], [%[tmp]]\n\t"
 			 "add %[val], %[val], %[inc]\n\t" RSK_INJECT_ASM(3)
 			 "str %[val], [%[tmp]]\n",
-			 (, [val] "=&r"(val)), ([ptr] "r"(ptr), [off] "r"(off), [inc] "r"(inc)));
+			 (, [val] "=&r"(val)), ([ptr] "r"(ptr), [off] "r"(off), [inc] "r"(inc)), ());
 	RSK_ARCH_RETURN
 }
 

@@ -19,7 +19,7 @@ RSK_ARCH_DEFINE(cmpstore)
 			     "movl %[newv], %[tmp]\n\t"
 			     "movl %[tmp], (%[v])\n\t",
 			     (), ([v] "r"(v), [expect] RSK_I386_VAL(expect),
-				  [newv] RSK_I386_VAL(newv)));
+				  [newv] RSK_I386_VAL(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -36,7 +36,7 @@ RSK_ARCH_DEFINE(cmpcmpstore)
 			     "movl %[newv], %[tmp]\n\t"
 			     "movl %[tmp], (%[v])\n\t",
 			     (), ([v] "r"(v), [expect] RSK_I386_VAL(expect), [v2] "r"(v2),
-				  [expect2] RSK_I386_VAL(expect2), [newv] RSK_I386_VAL(newv)));
+				  [expect2] RSK_I386_VAL(expect2), [newv] RSK_I386_VAL(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -52,7 +52,7 @@ RSK_ARCH_DEFINE(cmpstorestore)
 			     "movl %[newv], %[tmp]\n\t"
 			     "movl %[tmp], (%[v])\n\t",
 			     (), ([v] "r"(v), [expect] RSK_I386_VAL(expect), [v2] "r"(v2),
-				  [newv2] RSK_I386_VAL(newv2), [newv] RSK_I386_VAL(newv)));
+				  [newv2] RSK_I386_VAL(newv2), [newv] RSK_I386_VAL(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -80,7 +80,7 @@ RSK_ARCH_DEFINE(cmpcopystore)
 			     "movl %[tmp], (%[v])\n\t",
 			     (, [n] "+m"(nwords), [src] "+&r"(src), [dst] "+&r"(dst)),
 			     ([v] "r"(v), [expect] RSK_I386_VAL(expect),
-			      [newv] RSK_I386_VAL(newv)));
+			      [newv] RSK_I386_VAL(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -88,7 +88,7 @@ RSK_ARCH_DEFINE(cmpcopystore)
 RSK_ARCH_DEFINE(add)
 {
 	RSK_ARCH_SECTION("addl %[count], (%[v])\n\t",
-			 (), ([v] "r"(v), [count] RSK_I386_ADDEND(count)));
+			 (), ([v] "r"(v), [count] RSK_I386_ADDEND(count)), ());
 	RSK_ARCH_RETURN
 }
 
@@ -105,7 +105,7 @@ RSK_ARCH_DEFINE(pop)
 			     "movl %[tmp], (%[v])\n\t",
 			     (, [out] "=m"(*out)),
 			     ([v] "r"(v), [expectnot] RSK_I386_VAL(expectnot),
-			      [offset] RSK_I386_VAL(offset)));
+			      [offset] RSK_I386_VAL(offset)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -115,6 +115,6 @@ RSK_ARCH_DEFINE(derefadd)
 	RSK_ARCH_SECTION("movl (%[ptr]), %[tmp]\n\t"
 			 "addl %[off], %[tmp]\n\t"
 			 "addl %[inc], (%[tmp])\n\t",
-			 (), ([ptr] "r"(ptr), [off] RSK_I386_VAL(off), [inc] RSK_I386_ADDEND(inc)));
+			 (), ([ptr] "r"(ptr), [off] RSK_I386_VAL(off), [inc] RSK_I386_ADDEND(inc)), ());
 	RSK_ARCH_RETURN
 }

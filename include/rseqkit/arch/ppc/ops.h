@@ -18,7 +18,7 @@ RSK_ARCH_DEFINE(cmpstore)
 			     "bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
 			     RSK_RELEASED("lwsync\n\t")
 			     "std %[newv], 0(%[v])\n",
-			     (), ([v] "b"(v), [expect] "r"(expect), [newv] "r"(newv)));
+			     (), ([v] "b"(v), [expect] "r"(expect), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -33,7 +33,7 @@ RSK_ARCH_DEFINE(cmpstorestore)
 			     RSK_RELEASED("lwsync\n\t")
 			     "std %[newv], 0(%[v])\n",
 			     (), ([v] "b"(v), [expect] "r"(expect), [v2] "b"(v2),
-				  [newv2] "r"(newv2), [newv] "r"(newv)));
+				  [newv2] "r"(newv2), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -59,7 +59,7 @@ RSK_ARCH_DEFINE(cmpcopystore)
 			     "std %[newv], 0(%[v])\n",
 			     (, [src] "+&b"(src), [dst] "+&b"(dst)),
 			     ([v] "b"(v), [expect] "r"(expect), [n] "r"(nwords),
-			      [newv] "r"(newv)), , "ctr");
+			      [newv] "r"(newv)), (, "ctr"));
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -77,7 +77,7 @@ RSK_ARCH_DEFINE(cmpcmpstore)
 			     "bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(4)
 			     "std %[newv], 0(%[v])\n",
 			     (), ([v] "b"(v), [expect] "r"(expect), [v2] "b"(v2),
-				  [expect2] "r"(expect2), [newv] "r"(newv)));
+				  [expect2] "r"(expect2), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -89,7 +89,7 @@ RSK_ARCH_DEFINE(add)
 	RSK_ARCH_SECTION("ld %[tmp], 0(%[v])\n\t"
 			 "add %[tmp], %[tmp], %[count]\n\t" RSK_INJECT_ASM(3)
 			 "std %[tmp], 0(%[v])\n",
-			 (), ([v] "b"(v), [count] "r"(count)));
+			 (), ([v] "b"(v), [count] "r"(count)), ());
 	RSK_ARCH_RETURN
 }
 
@@ -104,7 +104,7 @@ RSK_ARCH_DEFINE(pop)
 			     "ldx %[tmp], %[tmp], %[offset]\n\t"
 			     "std %[tmp], 0(%[v])\n",
 			     (), ([v] "b"(v), [expectnot] "r"(expectnot), [offset] "r"(offset),
-				  [out] "b"(out)));
+				  [out] "b"(out)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -116,7 +116,7 @@ RSK_ARCH_DEFINE(derefadd)
 			 "ldx %[tmp2], %[tmp], %[off]\n\t"
 			 "add %[tmp2], %[tmp2], %[inc]\n\t" RSK_INJECT_ASM(3)
 			 "stdx %[tmp2], %[tmp], %[off]\n",
-			 (, [tmp2] "=&r"(tmp2)), ([ptr] "b"(ptr), [off] "r"(off), [inc] "r"(inc)));
+			 (, [tmp2] "=&r"(tmp2)), ([ptr] "b"(ptr), [off] "r"(off), [inc] "r"(inc)), ());
 	RSK_ARCH_RETURN
 }
 

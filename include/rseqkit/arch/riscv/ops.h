@@ -16,7 +16,7 @@ RSK_ARCH_DEFINE(cmpstore)
 			     "bne %[tmp], %[expect], %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
 			     RSK_RELEASED("fence rw, w\n\t")
 			     "sd %[newv], 0(%[v])\n",
-			     (), ([v] "r"(v), [expect] "r"(expect), [newv] "r"(newv)));
+			     (), ([v] "r"(v), [expect] "r"(expect), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -30,7 +30,7 @@ RSK_ARCH_DEFINE(cmpstorestore)
 			     RSK_RELEASED("fence rw, w\n\t")
 			     "sd %[newv], 0(%[v])\n",
 			     (), ([v] "r"(v), [expect] "r"(expect), [v2] "r"(v2),
-				  [newv2] "r"(newv2), [newv] "r"(newv)));
+				  [newv2] "r"(newv2), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -53,7 +53,7 @@ RSK_ARCH_DEFINE(cmpcopystore)
 			     RSK_RELEASED("fence rw, w\n\t")
 			     "sd %[newv], 0(%[v])\n",
 			     (, [src] "+&r"(src), [dst] "+&r"(dst), [n] "+&r"(nwords)),
-			     ([v] "r"(v), [expect] "r"(expect), [newv] "r"(newv)));
+			     ([v] "r"(v), [expect] "r"(expect), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -69,7 +69,7 @@ RSK_ARCH_DEFINE(cmpcmpstore)
 			     "bne %[tmp], %[expect2], %l[cmpfail]\n\t" RSK_INJECT_ASM(4)
 			     "sd %[newv], 0(%[v])\n",
 			     (), ([v] "r"(v), [expect] "r"(expect), [v2] "r"(v2),
-				  [expect2] "r"(expect2), [newv] "r"(newv)));
+				  [expect2] "r"(expect2), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -81,7 +81,7 @@ RSK_ARCH_DEFINE(add)
 	RSK_ARCH_SECTION("ld %[tmp], 0(%[v])\n\t"
 			 "add %[tmp], %[tmp], %[count]\n\t" RSK_INJECT_ASM(3)
 			 "sd %[tmp], 0(%[v])\n",
-			 (), ([v] "r"(v), [count] "r"(count)));
+			 (), ([v] "r"(v), [count] "r"(count)), ());
 	RSK_ARCH_RETURN
 }
 
@@ -96,7 +96,7 @@ RSK_ARCH_DEFINE(pop)
 			     "ld %[tmp], 0(%[tmp])\n\t"
 			     "sd %[tmp], 0(%[v])\n",
 			     (), ([v] "r"(v), [expectnot] "r"(expectnot), [offset] "r"(offset),
-				  [out] "r"(out)));
+				  [out] "r"(out)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -109,7 +109,7 @@ RSK_ARCH_DEFINE(derefadd)
 			 "ld %[tmp2], 0(%[tmp])\n\t"
 			 "add %[tmp2], %[tmp2], %[inc]\n\t" RSK_INJECT_ASM(3)
 			 "sd %[tmp2], 0(%[tmp])\n",
-			 (, [tmp2] "=&r"(tmp2)), ([ptr] "r"(ptr), [off] "r"(off), [inc] "r"(inc)));
+			 (, [tmp2] "=&r"(tmp2)), ([ptr] "r"(ptr), [off] "r"(off), [inc] "r"(inc)), ());
 	RSK_ARCH_RETURN
 }
 

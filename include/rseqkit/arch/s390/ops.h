@@ -16,7 +16,7 @@ RSK_ARCH_DEFINE(cmpstore)
 	RSK_ARCH_SECTION_CMP("cg %[expect], 0(%[v])\n\t"
 			     "jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
 			     "stg %[newv], 0(%[v])\n",
-			     (), ([v] "a"(v), [expect] "d"(expect), [newv] "d"(newv)));
+			     (), ([v] "a"(v), [expect] "d"(expect), [newv] "d"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -29,7 +29,7 @@ RSK_ARCH_DEFINE(cmpstorestore)
 			     "stg %[newv2], 0(%[v2])\n\t" RSK_INJECT_ASM(4)
 			     "stg %[newv], 0(%[v])\n",
 			     (), ([v] "a"(v), [expect] "d"(expect), [v2] "a"(v2),
-				  [newv2] "d"(newv2), [newv] "d"(newv)));
+				  [newv2] "d"(newv2), [newv] "d"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -51,7 +51,7 @@ RSK_ARCH_DEFINE(cmpcopystore)
 			     "6:\n\t" RSK_INJECT_ASM(4)
 			     "stg %[newv], 0(%[v])\n",
 			     (, [src] "+&a"(src), [dst] "+&a"(dst), [n] "+&d"(nwords)),
-			     ([v] "a"(v), [expect] "d"(expect), [newv] "d"(newv)));
+			     ([v] "a"(v), [expect] "d"(expect), [newv] "d"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -65,7 +65,7 @@ RSK_ARCH_DEFINE(cmpcmpstore)
 			     "jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(4)
 			     "stg %[newv], 0(%[v])\n",
 			     (), ([v] "a"(v), [expect] "d"(expect), [v2] "a"(v2),
-				  [expect2] "d"(expect2), [newv] "d"(newv)));
+				  [expect2] "d"(expect2), [newv] "d"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -77,7 +77,7 @@ RSK_ARCH_DEFINE(add)
 	RSK_ARCH_SECTION("lg %[tmp], 0(%[v])\n\t"
 			 "agr %[tmp], %[count]\n\t" RSK_INJECT_ASM(3)
 			 "stg %[tmp], 0(%[v])\n",
-			 (), ([v] "a"(v), [count] "d"(count)));
+			 (), ([v] "a"(v), [count] "d"(count)), ());
 	RSK_ARCH_RETURN
 }
 
@@ -92,7 +92,7 @@ RSK_ARCH_DEFINE(pop)
 			     "lg %[tmp], 0(%[offset], %[tmp])\n\t"
 			     "stg %[tmp], 0(%[v])\n",
 			     (), ([v] "a"(v), [expectnot] "d"(expectnot), [offset] "a"(offset),
-				  [out] "a"(out)));
+				  [out] "a"(out)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -104,6 +104,6 @@ RSK_ARCH_DEFINE(derefadd)
 			 "lg %[tmp2], 0(%[off], %[tmp])\n\t"
 			 "agr %[tmp2], %[inc]\n\t" RSK_INJECT_ASM(3)
 			 "stg %[tmp2], 0(%[off], %[tmp])\n",
-			 (, [tmp2] "=&d"(tmp2)), ([ptr] "a"(ptr), [off] "a"(off), [inc] "d"(inc)));
+			 (, [tmp2] "=&d"(tmp2)), ([ptr] "a"(ptr), [off] "a"(off), [inc] "d"(inc)), ());
 	RSK_ARCH_RETURN
 }

@@ -17,7 +17,7 @@ RSK_ARCH_DEFINE(cmpstore)
 	RSK_ARCH_SECTION_CMP("cmpq %[expect], %[v]\n\t"
 			     "jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
 			     "movq %[newv], %[v]\n",
-			     (), ([v] "m"(*v), [expect] "re"(expect), [newv] "re"(newv)));
+			     (), ([v] "m"(*v), [expect] "re"(expect), [newv] "re"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -31,7 +31,7 @@ RSK_ARCH_DEFINE(cmpcmpstore)
 			     "jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(4)
 			     "movq %[newv], %[v]\n",
 			     (), ([v] "m"(*v), [expect] "re"(expect), [v2] "m"(*v2),
-				  [expect2] "re"(expect2), [newv] "re"(newv)));
+				  [expect2] "re"(expect2), [newv] "re"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -44,7 +44,7 @@ RSK_ARCH_DEFINE(cmpstorestore)
 			     "movq %[newv2], %[v2]\n\t" RSK_INJECT_ASM(4)
 			     "movq %[newv], %[v]\n",
 			     (), ([v] "m"(*v), [expect] "re"(expect), [v2] "m"(*v2),
-				  [newv2] "re"(newv2), [newv] "re"(newv)));
+				  [newv2] "re"(newv2), [newv] "re"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -66,7 +66,7 @@ RSK_ARCH_DEFINE(cmpcopystore)
 			     "movq %[newv], %[v]\n",
 			     (, [n] "+&r"(nwords)),
 			     ([v] "m"(*v), [expect] "re"(expect), [dst] "r"(dst), [src] "r"(src),
-			      [newv] "re"(newv)), , "memory");
+			      [newv] "re"(newv)), (, "memory"));
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -74,7 +74,7 @@ RSK_ARCH_DEFINE(cmpcopystore)
 RSK_ARCH_DEFINE(add)
 {
 	RSK_ARCH_SECTION("addq %[count], %[v]\n",
-			 (), ([v] "m"(*v), [count] "re"(count)));
+			 (), ([v] "m"(*v), [count] "re"(count)), ());
 	RSK_ARCH_RETURN
 }
 
@@ -95,7 +95,7 @@ RSK_ARCH_DEFINE(pop)
 			     "movq %[tmp], %[v]\n",
 			     (, [head] "=&r"(head)),
 			     ([v] "m"(*v), [expectnot] "re"(expectnot), [offset] "r"(offset),
-			      [out] "r"(out)), , "memory");
+			      [out] "r"(out)), (, "memory"));
 	RSK_ARCH_RETURN_CMP
 }
 
@@ -104,6 +104,6 @@ RSK_ARCH_DEFINE(derefadd)
 {
 	RSK_ARCH_SECTION("movq %[ptr], %[tmp]\n\t"
 			 "addq %[inc], (%[tmp], %[off])\n",
-			 (), ([ptr] "m"(*ptr), [off] "r"(off), [inc] "re"(inc)), , "memory");
+			 (), ([ptr] "m"(*ptr), [off] "r"(off), [inc] "re"(inc)), (, "memory"));
 	RSK_ARCH_RETURN
 }
