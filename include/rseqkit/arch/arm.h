@@ -147,7 +147,7 @@
 	__asm__ __volatile__(RSK_ASM_ENTER(exits) body "2:\n\t" RSK_ARM_END(stubs) \
 			     : RSK_ASM_OUTPUTS(out)                            \
 			     : RSK_ASM_INPUTS(in)                              \
-			     : RSK_ARCH_CLOBBERS RSK_ARCH_UNPACK more)
+			     : RSK_ARCH_CLOBBERS RSK_ARCH_LIST(more))
 #define RSK_ARCH_RETURN_CMP return (int)tmp;
 #define RSK_ARCH_RETURN	    return (int)tmp;
 

@@ -144,10 +144,14 @@
 #ifndef RSK_ARCH_CLOBBERS
 #define RSK_ARCH_CLOBBERS "memory", "cc"
 #endif
+/* The elements of a parenthesized list (through RSK_ARCH_ID, so that
+ * cppcheck's preprocessor expands it too). */
+#define RSK_ARCH_LIST(list)  RSK_ARCH_ID(RSK_ARCH_UNPACK list)
 #define RSK_ARCH_UNPACK(...) __VA_ARGS__
-#define RSK_ASM_OUTPUTS(out) [tmp] RSK_ARCH_SCRATCH(tmp) RSK_ARCH_UNPACK out RSK_ARCH_INJECT_OUT
+#define RSK_ARCH_ID(...)     __VA_ARGS__
+#define RSK_ASM_OUTPUTS(out) [tmp] RSK_ARCH_SCRATCH(tmp) RSK_ARCH_LIST(out) RSK_ARCH_INJECT_OUT
 #define RSK_ASM_INPUTS(in)                                                     \
-	RSK_ARCH_INDEX_IN, RSK_ARCH_UNPACK in RSK_ARCH_GATE_IN RSK_ARCH_INJECT_IN
+	RSK_ARCH_INDEX_IN, RSK_ARCH_LIST(in) RSK_ARCH_GATE_IN RSK_ARCH_INJECT_IN
 
 /*
  * The results of an operation (the contract in <rseqkit/arch.h>): 0
@@ -190,8 +194,8 @@
 	__asm__ __volatile__ goto(RSK_ASM_ENTER(exits) body "2:\n\t" RSK_ASM_ABORT \
 				  : RSK_ASM_OUTPUTS(out)                       \
 				  : RSK_ASM_INPUTS(in)                         \
-				  : RSK_ARCH_CLOBBERS RSK_ARCH_UNPACK more     \
-				  : RSK_ARCH_UNPACK first aborted RSK_ARCH_STOP_LABEL)
+				  : RSK_ARCH_CLOBBERS RSK_ARCH_LIST(more)     \
+				  : RSK_ARCH_LIST(first) aborted RSK_ARCH_STOP_LABEL)
 #define RSK_ARCH_RETURN_CMP                                                    \
 	return 0;                                                              \
 	cmpfail:                                                               \
