@@ -9,12 +9,17 @@
  *                  u32 before every abort handler, glibc's RSEQ_SIG, since
  *                  one registration per thread serves every section -
  *                  RSK_ARCH_NR_RSEQ), its thread pointer
- *                  (void *rsk_arch_thread_pointer(void)), and the
+ *                  (void *rsk_arch_thread_pointer(void), or the one
+ *                  instruction RSK_ARCH_TP_ASM that reads it), and the
  *                  instruction building blocks its sections are made of;
  *                  then it includes arch/common.h, which builds the
- *                  scaffolding all architectures share from them.
+ *                  scaffolding all architectures share from them: the
+ *                  signatures (RSK_ARCH_DEFINE), the section's frame
+ *                  (RSK_ARCH_SECTION, RSK_ARCH_SECTION_CMP) and the
+ *                  result tails.
  *   arch/A/ops.h   the operations below, each an ordinary static inline
- *                  function; included once per variant (arch/variant.h)
+ *                  function (its instructions and its own operands);
+ *                  included once per variant (arch/variant.h)
  *                  through RSK_ARCH_OPS_H, which arch/A.h defines as the
  *                  string "rseqkit/arch/A/ops.h" (not <...>: the tokens
  *                  of a macro-expanded <...> name are expanded, and GNU C

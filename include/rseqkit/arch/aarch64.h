@@ -61,13 +61,8 @@
 
 #define RSK_ARCH_OPS_H "rseqkit/arch/aarch64/ops.h"
 
-static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
-{
-	void *tp;
-	/* TPIDR_EL0: the thread pointer glibc's __rseq_offset is relative to. */
-	__asm__("mrs %0, tpidr_el0" : "=r"(tp));
-	return tp;
-}
+/* TPIDR_EL0: the thread pointer glibc's __rseq_offset is relative to. */
+#define RSK_ARCH_TP_ASM "mrs %0, tpidr_el0"
 
 /* The building blocks arch/common.h asks for. */
 #define RSK_ASM_PTR_ALIGN ".balign 8\n\t"
@@ -81,34 +76,25 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	"add %[tmp], %[tmp], :lo12:3b\n\t"                                     \
 	"str %[tmp], [%[area], #8]\n"
 
-#include <rseqkit/arch/common.h>
-
 /*
- * Leave as an abort unless the area still holds the index the caller used.
- * The branch goes straight to the C label (an exit point like the others)
- * rather than to abort_ip: a conditional branch reaches +-1 MiB only, and
- * __rseq_failure is placed after all of .text, which may be farther away
- * in a large program; the abort handler leaves with an unconditional `b`
- * (+-128 MiB, and the linker adds veneers beyond).
+ * RSK_ASM_CHECK_INDEX: leave as an abort unless the area still holds the
+ * index the caller used.  The branch goes straight to the C label (an exit
+ * point like the others) rather than to abort_ip: a conditional branch
+ * reaches +-1 MiB only, and __rseq_failure is placed after all of .text,
+ * which may be farther away in a large program; the abort handler leaves
+ * with an unconditional `b` (+-128 MiB, and the linker adds veneers beyond).
  */
-#define RSK_A64_CHECK_INDEX                                                    \
+#define RSK_ASM_CHECK_INDEX                                                    \
 	RSK_ASM_EXIT_PAIR("1b", "%l[aborted]")                                 \
 	"ldr %w[tmp], [%[area], #" RSK_ARCH_OFF "]\n\t"                        \
 	"cmp %w[tmp], %w[idx]\n\t"                                             \
 	"b.ne %l[aborted]\n\t"
 
-/* The gated twins: load *gate with `ldar` (load-acquire, see the top of
- * this file) and leave through `stopped` unless it is 0. */
-#define RSK_A64_GATE                                                           \
+/* RSK_ASM_GATE: load *gate with `ldar` (load-acquire, see the top of this
+ * file) and leave through `stopped` unless it is 0. */
+#define RSK_ASM_GATE                                                           \
 	RSK_GATED(RSK_ASM_GATE_EXIT "ldar %[tmp], [%[gate]]\n\t"               \
 				    "cbnz %[tmp], %l[stopped]\n\t")
-#define RSK_A64_GATE_IN RSK_GATED(, [gate] "r"(gate))
-
-/* What every section does after its descriptor and exits: arm, then
- * re-check the index and the gate. */
-#define RSK_A64_HEAD                                                           \
-	RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) RSK_A64_CHECK_INDEX RSK_A64_GATE \
-		RSK_INJECT_ASM(2)
 
 /* The commit store: `stlr` (store-release) in the _release twins. */
 #define RSK_A64_COMMIT(val, dst)                                               \
@@ -130,3 +116,5 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_ARCH_INJECT_OUT  , [inj] "=&r"(rsk_inj)
 #define RSK_ARCH_INJECT_IN   , [injbase] "r"(rsk_inject_loops)
 #endif
+
+#include <rseqkit/arch/common.h>

@@ -48,6 +48,17 @@
 #error "rseqkit: no restartable-sequence layer for this architecture (supported: x86_64, i386, aarch64, arm (A32/T32, ARMv7+), ppc64 (LE and BE), s390x, riscv64)"
 #endif
 
+#ifdef RSK_ARCH_TP_ASM
+/* The thread pointer, where the architecture reads it with the one
+ * instruction RSK_ARCH_TP_ASM (into operand 0). */
+static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
+{
+	void *tp;
+	__asm__(RSK_ARCH_TP_ASM : "=r"(tp));
+	return tp;
+}
+#endif
+
 #ifndef RSK_ARCH_HAS_AREA_OFFSET
 /* Sections reach the area by its address. */
 typedef struct rsk_abi_area *rsk_arch_area_t;

@@ -39,7 +39,7 @@
  *     (RSK_ARM_COMMIT): every earlier load and store of the thread (the
  *     section's speculative stores included) is observed before the
  *     commit.
- *   - The gate of the gated twins is a load-acquire (RSK_ARM_GATE).
+ *   - The gate of the gated twins is a load-acquire (RSK_ASM_GATE).
  */
 #ifndef RSK_ARCH_INSIDE
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/arm.h"
@@ -68,13 +68,8 @@
 
 #define RSK_ARCH_OPS_H "rseqkit/arch/arm/ops.h"
 
-static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
-{
-	void *tp;
-	/* TPIDRURO, the thread pointer glibc's __rseq_offset is relative to. */
-	__asm__("mrc p15, 0, %0, c13, c0, 3" : "=r"(tp));
-	return tp;
-}
+/* TPIDRURO, the thread pointer glibc's __rseq_offset is relative to. */
+#define RSK_ARCH_TP_ASM "mrc p15, 0, %0, c13, c0, 3"
 
 /* The building blocks arch/common.h asks for.  A u64 is two words in the
  * data byte order; RSK_ARM_CS_LOW is the low word of area->rseq_cs, the
@@ -118,8 +113,6 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	"movt %[tmp], #:upper16:(3b - (5f + " RSK_ARM_PC_BIAS "))\n"           \
 	"5:\n\t" RSK_ARM_ADD_PC "str %[tmp], [%[area], #" RSK_ARM_CS_LOW "]\n"
 
-#include <rseqkit/arch/common.h>
-
 /*
  * The result convention (instead of asm goto, see the top of this file):
  * tmp ends as the result.  0 is set after the commit (label 2), falling
@@ -139,17 +132,34 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	"10:\n\t"                                                              \
 	"mov %[tmp], #1\n\t"                                                   \
 	"b 12b\n"
-#define RSK_ARM_CMPFAIL_EXIT RSK_ASM_EXIT_PAIR("1f", "10f")
-#define RSK_ARM_RESULT	     return (int)tmp;
 
-/* Leave as an abort unless the area still holds the index the caller used. */
-#define RSK_ARM_CHECK_INDEX                                                    \
+/*
+ * The sections of arch/common.h (RSK_ARCH_SECTION_CMP / RSK_ARCH_SECTION,
+ * the same arguments), as plain asm statements with that convention; the
+ * result tails return tmp.
+ */
+#define RSK_ARCH_SECTION_CMP(body, out, in, more)                              \
+	RSK_ARM_SECTION(RSK_ASM_EXIT_PAIR("1f", "10f"), RSK_ARM_CMPFAIL_STUB, body, out, in, more)
+#define RSK_ARCH_SECTION(body, out, in, more) RSK_ARM_SECTION(, "", body, out, in, more)
+#define RSK_ARM_SECTION(exits, stubs, body, out, in, more)                     \
+	intptr_t tmp;                                                          \
+	RSK_ARCH_INJECT_DECL                                                   \
+	__asm__ __volatile__(RSK_ASM_ENTER(exits) body "2:\n\t" RSK_ARM_END(stubs) \
+			     : RSK_ASM_OUTPUTS(out)                            \
+			     : RSK_ASM_INPUTS(in)                              \
+			     : RSK_ARCH_CLOBBERS RSK_ARCH_LIST(more))
+#define RSK_ARCH_RETURN_CMP return (int)tmp;
+#define RSK_ARCH_RETURN	    return (int)tmp;
+
+/* RSK_ASM_CHECK_INDEX: leave as an abort unless the area still holds the
+ * index the caller used. */
+#define RSK_ASM_CHECK_INDEX                                                    \
 	"ldr %[tmp], [%[area], #" RSK_ARCH_OFF "]\n\t"                         \
 	"cmp %[tmp], %[idx]\n\t"                                               \
 	"bne 4f\n\t"
 
 /*
- * The gated twins: load *gate and leave through the stub at 11 (result 2)
+ * RSK_ASM_GATE: load *gate and leave through the stub at 11 (result 2)
  * unless it is 0.  The load is a load-acquire: the load, its compare and
  * branch, then `dmb ish`.  Closing the gate needs no ordering from the
  * section: the slow path closes it with a CAS and then fences the CPU
@@ -165,23 +175,16 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * barrier orders every later load after the gate load.  Stores were
  * already safe behind the control dependency of the branch.
  */
-#define RSK_ARM_GATE                                                           \
+#define RSK_ASM_GATE                                                           \
 	RSK_GATED(RSK_ASM_EXIT_PAIR("1b", "11f")                               \
 		  "ldr %[tmp], [%[gate]]\n\t"                                  \
 		  "cmp %[tmp], #0\n\t"                                         \
 		  "bne 11f\n\t"                                                \
 		  "dmb ish\n\t")
-#define RSK_ARM_GATE_IN RSK_GATED(, [gate] "r"(gate))
 #define RSK_ARM_GATE_STUB                                                      \
 	RSK_GATED("11:\n\t"                                                    \
 		  "mov %[tmp], #2\n\t"                                         \
 		  "b 12b\n")
-
-/* What every section does after its descriptor and exits: arm, then
- * re-check the index and the gate. */
-#define RSK_ARM_HEAD                                                           \
-	RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) RSK_ARM_CHECK_INDEX RSK_ARM_GATE \
-		RSK_INJECT_ASM(2)
 
 /* The commit store: after a full barrier in the _release twins (ARMv7 has
  * no store-release instruction). */
@@ -204,3 +207,5 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_ARCH_INJECT_OUT  , [inj] "=&r"(rsk_inj)
 #define RSK_ARCH_INJECT_IN   , [injbase] "r"(rsk_inject_loops)
 #endif
+
+#include <rseqkit/arch/common.h>

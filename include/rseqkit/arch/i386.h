@@ -22,13 +22,8 @@
 #define RSK_ARCH_RELEASE_BARRIER(op) ((void)0)
 #define RSK_ARCH_OPS_H "rseqkit/arch/i386/ops.h"
 
-static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
-{
-	void *tp;
-	/* %gs:0, the TCB's self pointer under glibc and musl. */
-	__asm__("movl %%gs:0, %0" : "=r"(tp));
-	return tp;
-}
+/* %gs:0, the TCB's self pointer under glibc and musl. */
+#define RSK_ARCH_TP_ASM "movl %%gs:0, %0"
 
 /* The building blocks arch/common.h asks for. */
 #define RSK_ASM_U64(x)	  ".long " x ", 0\n\t"
@@ -50,26 +45,20 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_ASM_ARMING "movl $3b, 8(%[area])\n"
 #endif
 
-#include <rseqkit/arch/common.h>
-
-/* Leave as an abort unless the area still holds the index the caller used. */
-#define RSK_I386_CHECK_INDEX                                                   \
+/* RSK_ASM_CHECK_INDEX: leave as an abort unless the area still holds the
+ * index the caller used. */
+#define RSK_ASM_CHECK_INDEX                                                   \
 	"movl " RSK_ARCH_OFF "(%[area]), %[tmp]\n\t"                           \
 	"cmpl %[idx], %[tmp]\n\t"                                              \
 	"jnz 4f\n\t"
 
-/* The gated twins: a closed gate (nonzero) leaves through `stopped`.  A
+/* RSK_ASM_GATE: a closed gate (nonzero) leaves through `stopped`.  A
  * plain load is a load-acquire on x86 (TSO), as the gate load must be. */
-#define RSK_I386_GATE                                                          \
+#define RSK_ASM_GATE                                                           \
 	RSK_GATED(RSK_ASM_GATE_EXIT "cmpl $0, (%[gate])\n\t"                   \
 				    "jnz %l[stopped]\n\t")
-#define RSK_I386_GATE_IN RSK_GATED(, [gate] "r"(gate))
-
-/* What every section does after its descriptor and exits: arm, then
- * re-check the index and the gate. */
-#define RSK_I386_HEAD                                                          \
-	RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) RSK_I386_CHECK_INDEX RSK_I386_GATE \
-		RSK_INJECT_ASM(2)
+/* The index may stay in memory (i386 is short of registers). */
+#define RSK_ARCH_INDEX_IN [area] "r"(area), [idx] "rm"(idx)
 
 /* A word operand: register, memory or immediate. */
 #define RSK_I386_VAL "rmi"
@@ -105,3 +94,5 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	, [inj1] "m"(rsk_inj[1]), [inj2] "m"(rsk_inj[2]), [inj3] "m"(rsk_inj[3]), \
 		[inj4] "m"(rsk_inj[4])
 #endif
+
+#include <rseqkit/arch/common.h>

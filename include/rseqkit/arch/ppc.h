@@ -21,7 +21,7 @@
  * lwsync just before the commit store, which orders every earlier load
  * and store of the thread (the speculative stores of the section
  * included) before it: a store-release.  The gated twins load the gate
- * with acquire ordering (ld; cmpdi; bne-; isync; see RSK_PPC_GATE).
+ * with acquire ordering (ld; cmpdi; bne-; isync; see RSK_ASM_GATE).
  */
 #ifndef RSK_ARCH_INSIDE
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/ppc.h"
@@ -40,15 +40,10 @@
 
 #define RSK_ARCH_OPS_H "rseqkit/arch/ppc/ops.h"
 
-static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
-{
-	void *tp;
-	/* The 64-bit ABIs keep the thread pointer in r13 (TCB end + 0x7000);
-	 * glibc's __rseq_offset is relative to it.  gcc 12 has no
-	 * __builtin_thread_pointer for ppc64, so read the register. */
-	__asm__("mr %0, 13" : "=r"(tp));
-	return tp;
-}
+/* The 64-bit ABIs keep the thread pointer in r13 (TCB end + 0x7000);
+ * glibc's __rseq_offset is relative to it.  gcc 12 has no
+ * __builtin_thread_pointer for ppc64, so read the register. */
+#define RSK_ARCH_TP_ASM "mr %0, 13"
 
 /* The building blocks arch/common.h asks for (RSK_ASM_U64: its .quad). */
 #define RSK_ASM_PTR_ALIGN ".balign 8\n\t"
@@ -75,21 +70,17 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	"addi %[tmp], %[tmp], (3b - 5b)@l\n\t"                                 \
 	"std %[tmp], 8(%[area])\n"
 
-#include <rseqkit/arch/common.h>
-
-/* The descriptor, and the wrong-index exit (RSK_PPC_CHECK_INDEX), listed
- * before the section's other exits. */
-#define RSK_PPC_DESCRIBE RSK_ASM_DESCRIBE RSK_ASM_EXIT("aborted")
-
-/* Leave as aborted unless the area still holds the index the caller used
- * (a 32-bit load and compare: right in either byte order). */
-#define RSK_PPC_CHECK_INDEX                                                    \
+/* RSK_ASM_CHECK_INDEX: leave as aborted unless the area still holds the
+ * index the caller used (a 32-bit load and compare: right in either byte
+ * order); its exit point is listed before the section's other exits. */
+#define RSK_ASM_INDEX_EXIT RSK_ASM_EXIT("aborted")
+#define RSK_ASM_CHECK_INDEX                                                    \
 	"lwz %[tmp], " RSK_ARCH_OFF "(%[area])\n\t"                            \
 	"cmpw %[tmp], %[idx]\n\t"                                              \
 	"bne- %l[aborted]\n\t"
 
 /*
- * The gated twins: load *gate and leave through `stopped` unless it is 0.
+ * RSK_ASM_GATE: load *gate and leave through `stopped` unless it is 0.
  *
  * Closing the gate needs no ordering from the section: the slow path
  * closes it with a CAS and then fences the CPU with membarrier
@@ -109,18 +100,18 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * ld; cmpdi; bne- (the control dependency) followed by isync, which keeps
  * every later instruction from executing before the branch resolves.
  */
-#define RSK_PPC_GATE                                                           \
+#define RSK_ASM_GATE                                                           \
 	RSK_GATED(RSK_ASM_GATE_EXIT "ld %[tmp], 0(%[gate])\n\t"                \
 				    "cmpdi %[tmp], 0\n\t"                      \
 				    "bne- %l[stopped]\n\t"                     \
 				    "isync\n\t")
-#define RSK_PPC_GATE_IN RSK_GATED(, [gate] "b"(gate))
 
-/* What every section does after its descriptor and exits: arm, then
- * re-check the index and the gate. */
-#define RSK_PPC_HEAD                                                           \
-	RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) RSK_PPC_CHECK_INDEX RSK_PPC_GATE \
-		RSK_INJECT_ASM(2)
+/* Base registers ("b", see the top of this file); every section clobbers
+ * the link register (the arming's bcl) and cr0. */
+#define RSK_ARCH_SCRATCH  "=&b"
+#define RSK_ARCH_INDEX_IN [area] "b"(area), [idx] "r"(idx)
+#define RSK_ARCH_GATE_IN  RSK_GATED(, [gate] "b"(gate))
+#define RSK_ARCH_CLOBBERS "memory", "cc", "cr0", "lr"
 
 #if RSK_INJECTING
 /* A delay loop of rsk_inject_loops[n] iterations, read through one base
@@ -138,3 +129,5 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_ARCH_INJECT_OUT  , [cnt] "=&b"(rsk_cnt)
 #define RSK_ARCH_INJECT_IN   , [inj] "b"(rsk_inject_loops)
 #endif
+
+#include <rseqkit/arch/common.h>

@@ -17,7 +17,7 @@
  * `fence rw, w` just before the commit store, which orders every earlier
  * load and store of the thread (the section's speculative stores included)
  * before it: a store-release.  The gated twins load the gate with acquire
- * ordering (ld; fence r, rw; see RSK_RV_GATE).
+ * ordering (ld; fence r, rw; see RSK_ASM_GATE).
  */
 #ifndef RSK_ARCH_INSIDE
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/riscv.h"
@@ -33,13 +33,8 @@
 
 #define RSK_ARCH_OPS_H "rseqkit/arch/riscv/ops.h"
 
-static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
-{
-	void *tp;
-	/* The tp register; glibc's __rseq_offset is relative to it. */
-	__asm__("mv %0, tp" : "=r"(tp));
-	return tp;
-}
+/* The tp register; glibc's __rseq_offset is relative to it. */
+#define RSK_ARCH_TP_ASM "mv %0, tp"
 
 /* The building blocks arch/common.h asks for (RSK_ASM_U64: its .quad;
  * label differences such as post_commit_offset are emitted as ADD/SUB
@@ -71,21 +66,18 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	"lla %[tmp], 3b\n\t"                                                   \
 	"sd %[tmp], 8(%[area])\n"
 
-#include <rseqkit/arch/common.h>
-
-/* The descriptor, and the wrong-index exit (RSK_RV_CHECK_INDEX), listed
- * before the section's other exits. */
-#define RSK_RV_DESCRIBE RSK_ASM_DESCRIBE RSK_ASM_EXIT("aborted")
-
-/* Leave as aborted unless the area still holds the index the caller used.
- * subw compares the low 32 bits whatever the upper bits of idx are. */
-#define RSK_RV_CHECK_INDEX                                                     \
+/* RSK_ASM_CHECK_INDEX: leave as aborted unless the area still holds the
+ * index the caller used (subw compares the low 32 bits whatever the upper
+ * bits of idx are); its exit point is listed before the section's other
+ * exits. */
+#define RSK_ASM_INDEX_EXIT RSK_ASM_EXIT("aborted")
+#define RSK_ASM_CHECK_INDEX                                                     \
 	"lw %[tmp], " RSK_ARCH_OFF "(%[area])\n\t"                             \
 	"subw %[tmp], %[tmp], %[idx]\n\t"                                      \
 	"bnez %[tmp], %l[aborted]\n\t"
 
 /*
- * The gated twins: load *gate and leave through `stopped` unless it is 0.
+ * RSK_ASM_GATE: load *gate and leave through `stopped` unless it is 0.
  *
  * Closing the gate needs no ordering from the section: the slow path
  * closes it with a CAS and then fences the CPU with membarrier
@@ -103,17 +95,13 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * hold the value *v had before the slow path and commit over its update.
  * The gate load is therefore an acquire: `ld` followed by `fence r, rw`.
  */
-#define RSK_RV_GATE                                                            \
+#define RSK_ASM_GATE                                                            \
 	RSK_GATED(RSK_ASM_GATE_EXIT "ld %[tmp], 0(%[gate])\n\t"                \
 				    "fence r, rw\n\t"                          \
 				    "bnez %[tmp], %l[stopped]\n\t")
-#define RSK_RV_GATE_IN RSK_GATED(, [gate] "r"(gate))
 
-/* What every section does after its descriptor and exits: arm, then
- * re-check the index and the gate. */
-#define RSK_RV_HEAD                                                            \
-	RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) RSK_RV_CHECK_INDEX RSK_RV_GATE  \
-		RSK_INJECT_ASM(2)
+/* No flags register: "cc" is not a clobber here. */
+#define RSK_ARCH_CLOBBERS "memory"
 
 #if RSK_INJECTING
 /* A delay loop of rsk_inject_loops[n] iterations, read through one base
@@ -129,3 +117,5 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_ARCH_INJECT_OUT  , [cnt] "=&r"(rsk_cnt)
 #define RSK_ARCH_INJECT_IN   , [inj] "r"(rsk_inject_loops)
 #endif
+
+#include <rseqkit/arch/common.h>

@@ -73,17 +73,15 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 	"larl %[tmp], 3b\n\t"                                                  \
 	"stg %[tmp], 8(%[area])\n"
 
-#include <rseqkit/arch/common.h>
-
-/* Leave as an abort unless the area still holds the index the caller used:
- * c compares the low 32 bits of idx with the 32-bit field.  The exit is
+/* RSK_ASM_CHECK_INDEX: leave as an abort unless the area still holds the
+ * index the caller used: c compares the low 32 bits of idx with the 32-bit field.  The exit is
  * abort_ip itself (within reach of jg), so it needs no exit point. */
-#define RSK_S390_CHECK_INDEX                                                   \
+#define RSK_ASM_CHECK_INDEX                                                   \
 	"c %[idx], " RSK_ARCH_OFF "(%[area])\n\t"                              \
 	"jgne 4f\n\t"
 
 /*
- * The gated twins: compare *gate with 0 in memory and leave through
+ * RSK_ASM_GATE: compare *gate with 0 in memory and leave through
  * `stopped` unless it is 0.
  *
  * Why the gate load needs no serialization: the slow path closes the gate
@@ -99,16 +97,14 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
  * closed.  No section can commit on a gate it read open once the fence
  * has returned.
  */
-#define RSK_S390_GATE                                                          \
+#define RSK_ASM_GATE                                                          \
 	RSK_GATED(RSK_ASM_GATE_EXIT "cghsi 0(%[gate]), 0\n\t"                  \
 				    "jgne %l[stopped]\n\t")
-#define RSK_S390_GATE_IN RSK_GATED(, [gate] "a"(gate))
 
-/* What every section does after its descriptor and exits: arm, then
- * re-check the index and the gate. */
-#define RSK_S390_HEAD                                                          \
-	RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) RSK_S390_CHECK_INDEX            \
-		RSK_S390_GATE RSK_INJECT_ASM(2)
+/* Addresses in "a", values in "d" (see the top of this file). */
+#define RSK_ARCH_SCRATCH  "=&a"
+#define RSK_ARCH_INDEX_IN [area] "a"(area), [idx] "d"(idx)
+#define RSK_ARCH_GATE_IN  RSK_GATED(, [gate] "a"(gate))
 
 #if RSK_INJECTING
 /* A delay loop of rsk_inject_loops[n] iterations, read through one base
@@ -123,3 +119,5 @@ static inline __attribute__((always_inline)) void *rsk_arch_thread_pointer(void)
 #define RSK_ARCH_INJECT_OUT  , [cnt] "=&d"(rsk_cnt)
 #define RSK_ARCH_INJECT_IN   , [inj] "a"(rsk_inject_loops)
 #endif
+
+#include <rseqkit/arch/common.h>

@@ -6,8 +6,9 @@
  * naming the file that defines the operations (an arch's ops.h, or
  * arch/at.h for the `_at` dispatch).
  *
- * It declares the prototypes, so that a definition that strays from the
- * contract fails to compile; includes the operations; and gives the
+ * It declares the prototypes (RSK_ARCH_DEFINE: the signatures of
+ * arch/common.h, which the definitions use too); includes the operations;
+ * and gives the
  * _release twins: a TSO architecture (RSK_ARCH_TSO) gets them here, as
  * the relaxed operation behind RSK_ARCH_RELEASE_BARRIER(op) - a compiler
  * barrier where the relaxed op does not clobber memory itself, nothing
@@ -23,63 +24,27 @@
 
 #define RSK_ARCH_RELEASE 0
 
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpstore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-				     intptr_t newv RSK_GATE_PARAM);
-RSK_ARCH_OP_FN RSK_ARCH_OP_RELEASE(cmpstore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					     intptr_t newv RSK_GATE_PARAM);
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpcmpstore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					intptr_t *v2, intptr_t expect2,
-					intptr_t newv RSK_GATE_PARAM);
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpstorestore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					  intptr_t *v2, intptr_t newv2,
-					  intptr_t newv RSK_GATE_PARAM);
-RSK_ARCH_OP_FN RSK_ARCH_OP_RELEASE(cmpstorestore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v,
-						  intptr_t expect, intptr_t *v2, intptr_t newv2,
-						  intptr_t newv RSK_GATE_PARAM);
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpcopystore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					 intptr_t *dst, const intptr_t *src, intptr_t nwords,
-					 intptr_t newv RSK_GATE_PARAM);
-RSK_ARCH_OP_FN RSK_ARCH_OP_RELEASE(cmpcopystore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v,
-						 intptr_t expect, intptr_t *dst,
-						 const intptr_t *src, intptr_t nwords,
-						 intptr_t newv RSK_GATE_PARAM);
-RSK_ARCH_OP_FN RSK_ARCH_OP(add)(RSK_ARCH_INDEX_PARAMS, intptr_t *v,
-				intptr_t count RSK_GATE_PARAM);
-RSK_ARCH_OP_FN RSK_ARCH_OP(pop)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expectnot,
-				intptr_t offset, intptr_t *out RSK_GATE_PARAM);
-RSK_ARCH_OP_FN RSK_ARCH_OP(derefadd)(RSK_ARCH_INDEX_PARAMS, intptr_t *const *ptr, intptr_t off,
-				     intptr_t inc RSK_GATE_PARAM);
+/* The prototypes: every operation, and the _release twins. */
+#define RSK_ARCH_DECLARE(op)	     RSK_ARCH_DEFINE(op);
+#define RSK_ARCH_DECLARE_TWINS(op) RSK_ARCH_DEFINE(op); RSK_ARCH_DEFINE_RELEASE(op);
+RSK_ARCH_RELEASE_OPS(RSK_ARCH_DECLARE_TWINS)
+RSK_ARCH_RELAXED_OPS(RSK_ARCH_DECLARE)
+#undef RSK_ARCH_DECLARE
+#undef RSK_ARCH_DECLARE_TWINS
 
 #include RSK_ARCH_OPS_FILE
 
 #if defined(RSK_ARCH_TSO) && !defined(RSK_ARCH_AT_DISPATCH)
 /* Every store is a store-release already: the compiler must only not move
  * the thread's earlier accesses past the section. */
-RSK_ARCH_OP_FN RSK_ARCH_OP_RELEASE(cmpstore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					     intptr_t newv RSK_GATE_PARAM)
-{
-	RSK_ARCH_RELEASE_BARRIER(cmpstore);
-	return RSK_ARCH_OP(cmpstore)(RSK_ARCH_INDEX_ARGS, v, expect, newv RSK_GATE_ARG);
-}
-
-RSK_ARCH_OP_FN RSK_ARCH_OP_RELEASE(cmpstorestore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v,
-						  intptr_t expect, intptr_t *v2, intptr_t newv2,
-						  intptr_t newv RSK_GATE_PARAM)
-{
-	RSK_ARCH_RELEASE_BARRIER(cmpstorestore);
-	return RSK_ARCH_OP(cmpstorestore)(RSK_ARCH_INDEX_ARGS, v, expect, v2, newv2,
-					  newv RSK_GATE_ARG);
-}
-
-RSK_ARCH_OP_FN RSK_ARCH_OP_RELEASE(cmpcopystore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v,
-						 intptr_t expect, intptr_t *dst,
-						 const intptr_t *src, intptr_t nwords,
-						 intptr_t newv RSK_GATE_PARAM)
-{
-	RSK_ARCH_RELEASE_BARRIER(cmpcopystore);
-	return RSK_ARCH_OP(cmpcopystore)(RSK_ARCH_INDEX_ARGS, v, expect, dst, src, nwords,
-					 newv RSK_GATE_ARG);
-}
+#define RSK_ARCH_TSO_TWIN(op)                                                  \
+	RSK_ARCH_DEFINE_RELEASE(op)                                            \
+	{                                                                      \
+		RSK_ARCH_RELEASE_BARRIER(op);                                  \
+		return RSK_ARCH_CALL(RSK_ARCH_OP(op), op);                     \
+	}
+RSK_ARCH_RELEASE_OPS(RSK_ARCH_TSO_TWIN)
+#undef RSK_ARCH_TSO_TWIN
 #else
 #undef RSK_ARCH_RELEASE
 #define RSK_ARCH_RELEASE 1

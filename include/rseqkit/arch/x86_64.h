@@ -108,29 +108,34 @@ static inline __attribute__((always_inline)) void rsk_arch_area_set_u8(rsk_arch_
 	"leaq 3b(%%rip), %[tmp]\n\t"                                           \
 	"movq %[tmp], %%fs:8(%[area])\n"
 
-#include <rseqkit/arch/common.h>
-
-/* Leave as an abort unless the area still holds the index the caller used:
- * one compare of the index field in memory. */
-#define RSK_X64_CHECK_INDEX                                                    \
+/* RSK_ASM_CHECK_INDEX: leave as an abort unless the area still holds the
+ * index the caller used: one compare of the index field in memory. */
+#define RSK_ASM_CHECK_INDEX                                                    \
 	"cmpl %[idx], %%fs:(%[area], %[ioff])\n\t"                             \
 	"jnz 4f\n\t"
 
-/* The gated twins: a closed gate (nonzero) leaves through `stopped`.  A
- * plain load is an acquire on x86.  Only the gated twins name the label:
- * a plain section has one exit fewer for the compiler to lay out. */
-#define RSK_X64_GATE                                                           \
+/* RSK_ASM_GATE: a closed gate (nonzero) leaves through `stopped`.  A plain
+ * load is an acquire on x86.  Only the gated twins name the label: a plain
+ * section has one exit fewer for the compiler to lay out. */
+#define RSK_ASM_GATE                                                           \
 	RSK_GATED(RSK_ASM_GATE_EXIT "cmpq $0, %[gate]\n\t"                     \
 				    "jnz %l[stopped]\n\t")
-#define RSK_X64_GATE_IN	    RSK_GATED(, [gate] "m"(*gate))
-#define RSK_X64_GATE_LABELS RSK_GATED(, stopped)
-#define RSK_X64_STOPPED	    RSK_GATED(stopped : return 2;)
+#define RSK_ARCH_STOP_ONLY_GATED 1
+
+/* A section's exit points come before its descriptor: the order in which
+ * x86-64's sections have always opened __rseq_exit_point_array and
+ * __rseq_cs, which decides the order of those sections in the binary. */
+#define RSK_ASM_OPEN(exits) exits RSK_ASM_DESCRIBE
 
 /* The operands every section has: the area (an offset from %fs) and the
- * index field's offset in it, the index it must still hold, and scratch. */
-#define RSK_X64_COMMON_OUT [tmp] "=&r"(tmp)
-#define RSK_X64_COMMON_IN  [area] "r"(area), [ioff] "r"((uintptr_t)ioff), [idx] "r"(idx)
-#define RSK_X64_BARRIER()  __asm__ __volatile__("" ::: "memory")
+ * index field's offset in it, the index it must still hold; the gate and
+ * the words a section works on are memory operands.  The relaxed sections
+ * clobber no memory (see the top of this file): those that touch memory
+ * they do not name add "memory". */
+#define RSK_ARCH_INDEX_IN [area] "r"(area), [ioff] "r"((uintptr_t)ioff), [idx] "r"(idx)
+#define RSK_ARCH_GATE_IN  RSK_GATED(, [gate] "m"(*gate))
+#define RSK_ARCH_CLOBBERS "cc"
+#define RSK_X64_BARRIER() __asm__ __volatile__("" ::: "memory")
 
 /* The _release twins (arch/variant.h): a compiler barrier before the
  * relaxed ops that clobber no memory; the copy clobbers it already. */
@@ -138,12 +143,6 @@ static inline __attribute__((always_inline)) void rsk_arch_area_set_u8(rsk_arch_
 #define RSK_X64_RELEASE_BARRIER_cmpstore      RSK_X64_BARRIER()
 #define RSK_X64_RELEASE_BARRIER_cmpstorestore RSK_X64_BARRIER()
 #define RSK_X64_RELEASE_BARRIER_cmpcopystore  ((void)0)
-
-/* What every section does after its exits: describe, arm, then re-check
- * the index and the gate. */
-#define RSK_X64_PROLOGUE                                                       \
-	RSK_ASM_DESCRIBE RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) RSK_X64_CHECK_INDEX \
-		RSK_X64_GATE RSK_INJECT_ASM(2)
 
 #if RSK_INJECTING
 /* The delay loop borrows tmp, parking its value in a stack slot (a plain
@@ -164,3 +163,5 @@ static inline __attribute__((always_inline)) void rsk_arch_area_set_u8(rsk_arch_
 	, [inj1] "m"(rsk_inject_loops[1]), [inj2] "m"(rsk_inject_loops[2]),    \
 		[inj3] "m"(rsk_inject_loops[3]), [inj4] "m"(rsk_inject_loops[4])
 #endif
+
+#include <rseqkit/arch/common.h>

@@ -10,168 +10,111 @@
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/arm/ops.h"
 #endif
 
-/* if (*v == expect) *v = newv */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpstore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-				     intptr_t newv RSK_GATE_PARAM)
+/* cmpstore(v, expect, newv): if (*v == expect) *v = newv */
+RSK_ARCH_DEFINE(cmpstore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__(
-		RSK_ASM_DESCRIBE RSK_ARM_CMPFAIL_EXIT RSK_ARM_HEAD
-		"ldr %[tmp], [%[v]]\n\t"
-		"cmp %[tmp], %[expect]\n\t"
-		"bne 10f\n\t" RSK_INJECT_ASM(3)
-		RSK_ARM_COMMIT("newv", "v")
-		"2:\n\t" RSK_ARM_END(RSK_ARM_CMPFAIL_STUB)
-		: [tmp] "=&r"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "r"(area), [idx] "r"(idx), [v] "r"(v), [expect] "r"(expect),
-		  [newv] "r"(newv) RSK_ARM_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc");
-	RSK_ARM_RESULT
+	RSK_ARCH_SECTION_CMP("ldr %[tmp], [%[v]]\n\t"
+			     "cmp %[tmp], %[expect]\n\t"
+			     "bne 10f\n\t" RSK_INJECT_ASM(3)
+			     RSK_ARM_COMMIT("newv", "v"),
+			     (), ([v] "r"(v), [expect] "r"(expect), [newv] "r"(newv)), ());
+	RSK_ARCH_RETURN_CMP
 }
 
-/* if (*v == expect) { *v2 = newv2; *v = newv; } */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpstorestore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					  intptr_t *v2, intptr_t newv2,
-					  intptr_t newv RSK_GATE_PARAM)
+/* cmpstorestore(v, expect, v2, newv2, newv):
+ * if (*v == expect) { *v2 = newv2; *v = newv; } */
+RSK_ARCH_DEFINE(cmpstorestore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__(
-		RSK_ASM_DESCRIBE RSK_ARM_CMPFAIL_EXIT RSK_ARM_HEAD
-		"ldr %[tmp], [%[v]]\n\t"
-		"cmp %[tmp], %[expect]\n\t"
-		"bne 10f\n\t" RSK_INJECT_ASM(3)
-		"str %[newv2], [%[v2]]\n\t" RSK_INJECT_ASM(4)
-		RSK_ARM_COMMIT("newv", "v")
-		"2:\n\t" RSK_ARM_END(RSK_ARM_CMPFAIL_STUB)
-		: [tmp] "=&r"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "r"(area), [idx] "r"(idx), [v] "r"(v), [expect] "r"(expect),
-		  [v2] "r"(v2), [newv2] "r"(newv2),
-		  [newv] "r"(newv) RSK_ARM_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc");
-	RSK_ARM_RESULT
+	RSK_ARCH_SECTION_CMP("ldr %[tmp], [%[v]]\n\t"
+			     "cmp %[tmp], %[expect]\n\t"
+			     "bne 10f\n\t" RSK_INJECT_ASM(3)
+			     "str %[newv2], [%[v2]]\n\t" RSK_INJECT_ASM(4)
+			     RSK_ARM_COMMIT("newv", "v"),
+			     (), ([v] "r"(v), [expect] "r"(expect), [v2] "r"(v2),
+				  [newv2] "r"(newv2), [newv] "r"(newv)), ());
+	RSK_ARCH_RETURN_CMP
 }
 
-/* if (*v == expect) { copy nwords words src -> dst; *v = newv; }: whole
+/* cmpcopystore(v, expect, dst, src, nwords, newv):
+ * if (*v == expect) { copy nwords words src -> dst; *v = newv; }: whole
  * words, last to first, indexed by the count register (the flags of its
  * decrement survive the load and store). */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpcopystore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					 intptr_t *dst, const intptr_t *src, intptr_t nwords,
-					 intptr_t newv RSK_GATE_PARAM)
+RSK_ARCH_DEFINE(cmpcopystore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__(
-		RSK_ASM_DESCRIBE RSK_ARM_CMPFAIL_EXIT RSK_ARM_HEAD
-		"ldr %[tmp], [%[v]]\n\t"
-		"cmp %[tmp], %[expect]\n\t"
-		"bne 10f\n\t" RSK_INJECT_ASM(3)
-		"cmp %[n], #0\n\t"
-		"beq 6f\n"
-		"7:\n\t"
-		"subs %[n], %[n], #1\n\t"
-		"ldr %[tmp], [%[src], %[n], lsl #2]\n\t"
-		"str %[tmp], [%[dst], %[n], lsl #2]\n\t"
-		"bne 7b\n"
-		"6:\n\t" RSK_INJECT_ASM(4)
-		RSK_ARM_COMMIT("newv", "v")
-		"2:\n\t" RSK_ARM_END(RSK_ARM_CMPFAIL_STUB)
-		: [tmp] "=&r"(tmp), [n] "+&r"(nwords) RSK_ARCH_INJECT_OUT
-		: [area] "r"(area), [idx] "r"(idx), [v] "r"(v), [expect] "r"(expect),
-		  [dst] "r"(dst), [src] "r"(src),
-		  [newv] "r"(newv) RSK_ARM_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc");
-	RSK_ARM_RESULT
+	RSK_ARCH_SECTION_CMP("ldr %[tmp], [%[v]]\n\t"
+			     "cmp %[tmp], %[expect]\n\t"
+			     "bne 10f\n\t" RSK_INJECT_ASM(3)
+			     "cmp %[n], #0\n\t"
+			     "beq 6f\n"
+			     "7:\n\t"
+			     "subs %[n], %[n], #1\n\t"
+			     "ldr %[tmp], [%[src], %[n], lsl #2]\n\t"
+			     "str %[tmp], [%[dst], %[n], lsl #2]\n\t"
+			     "bne 7b\n"
+			     "6:\n\t" RSK_INJECT_ASM(4)
+			     RSK_ARM_COMMIT("newv", "v"),
+			     (, [n] "+&r"(nwords)),
+			     ([v] "r"(v), [expect] "r"(expect), [dst] "r"(dst), [src] "r"(src),
+			      [newv] "r"(newv)), ());
+	RSK_ARCH_RETURN_CMP
 }
 
 #if !RSK_ARCH_RELEASE /* the operations without a _release twin */
 
-/* if (*v == expect && *v2 == expect2) *v = newv */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpcmpstore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					intptr_t *v2, intptr_t expect2,
-					intptr_t newv RSK_GATE_PARAM)
+/* cmpcmpstore(v, expect, v2, expect2, newv):
+ * if (*v == expect && *v2 == expect2) *v = newv */
+RSK_ARCH_DEFINE(cmpcmpstore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__(
-		RSK_ASM_DESCRIBE RSK_ARM_CMPFAIL_EXIT RSK_ARM_HEAD
-		"ldr %[tmp], [%[v]]\n\t"
-		"cmp %[tmp], %[expect]\n\t"
-		"bne 10f\n\t" RSK_INJECT_ASM(3)
-		"ldr %[tmp], [%[v2]]\n\t"
-		"cmp %[tmp], %[expect2]\n\t"
-		"bne 10f\n\t" RSK_INJECT_ASM(4)
-		"str %[newv], [%[v]]\n"
-		"2:\n\t" RSK_ARM_END(RSK_ARM_CMPFAIL_STUB)
-		: [tmp] "=&r"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "r"(area), [idx] "r"(idx), [v] "r"(v), [expect] "r"(expect),
-		  [v2] "r"(v2), [expect2] "r"(expect2),
-		  [newv] "r"(newv) RSK_ARM_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc");
-	RSK_ARM_RESULT
+	RSK_ARCH_SECTION_CMP("ldr %[tmp], [%[v]]\n\t"
+			     "cmp %[tmp], %[expect]\n\t"
+			     "bne 10f\n\t" RSK_INJECT_ASM(3)
+			     "ldr %[tmp], [%[v2]]\n\t"
+			     "cmp %[tmp], %[expect2]\n\t"
+			     "bne 10f\n\t" RSK_INJECT_ASM(4)
+			     "str %[newv], [%[v]]\n",
+			     (), ([v] "r"(v), [expect] "r"(expect), [v2] "r"(v2),
+				  [expect2] "r"(expect2), [newv] "r"(newv)), ());
+	RSK_ARCH_RETURN_CMP
 }
 
-/* *v += count: a load, an add and the commit store; the delay between
+/* add(v, count):
+ * *v += count: a load, an add and the commit store; the delay between
  * load and store (point 3) is the window a lost update needs. */
-RSK_ARCH_OP_FN RSK_ARCH_OP(add)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t count RSK_GATE_PARAM)
+RSK_ARCH_DEFINE(add)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__(
-		RSK_ASM_DESCRIBE RSK_ARM_HEAD
-		"ldr %[tmp], [%[v]]\n\t"
-		"add %[tmp], %[tmp], %[count]\n\t" RSK_INJECT_ASM(3)
-		"str %[tmp], [%[v]]\n"
-		"2:\n\t" RSK_ARM_END("")
-		: [tmp] "=&r"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "r"(area), [idx] "r"(idx), [v] "r"(v),
-		  [count] "r"(count) RSK_ARM_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc");
-	RSK_ARM_RESULT
+	RSK_ARCH_SECTION("ldr %[tmp], [%[v]]\n\t"
+			 "add %[tmp], %[tmp], %[count]\n\t" RSK_INJECT_ASM(3)
+			 "str %[tmp], [%[v]]\n",
+			 (), ([v] "r"(v), [count] "r"(count)), ());
+	RSK_ARCH_RETURN
 }
 
-/* if (*v != expectnot) { *out = *v; *v = *(intptr_t *)(*v + offset); } */
-RSK_ARCH_OP_FN RSK_ARCH_OP(pop)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expectnot,
-				intptr_t offset, intptr_t *out RSK_GATE_PARAM)
+/* pop(v, expectnot, offset, out):
+ * if (*v != expectnot) { *out = *v; *v = *(intptr_t *)(*v + offset); } */
+RSK_ARCH_DEFINE(pop)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__(
-		RSK_ASM_DESCRIBE RSK_ARM_CMPFAIL_EXIT RSK_ARM_HEAD
-		"ldr %[tmp], [%[v]]\n\t"
-		"cmp %[tmp], %[expectnot]\n\t"
-		"beq 10f\n\t"
-		"str %[tmp], [%[out]]\n\t" RSK_INJECT_ASM(3)
-		"ldr %[tmp], [%[tmp], %[offset]]\n\t"
-		"str %[tmp], [%[v]]\n"
-		"2:\n\t" RSK_ARM_END(RSK_ARM_CMPFAIL_STUB)
-		: [tmp] "=&r"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "r"(area), [idx] "r"(idx), [v] "r"(v), [expectnot] "r"(expectnot),
-		  [offset] "r"(offset), [out] "r"(out) RSK_ARM_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc");
-	RSK_ARM_RESULT
+	RSK_ARCH_SECTION_CMP("ldr %[tmp], [%[v]]\n\t"
+			     "cmp %[tmp], %[expectnot]\n\t"
+			     "beq 10f\n\t"
+			     "str %[tmp], [%[out]]\n\t" RSK_INJECT_ASM(3)
+			     "ldr %[tmp], [%[tmp], %[offset]]\n\t"
+			     "str %[tmp], [%[v]]\n",
+			     (), ([v] "r"(v), [expectnot] "r"(expectnot), [offset] "r"(offset),
+				  [out] "r"(out)), ());
+	RSK_ARCH_RETURN_CMP
 }
 
-/* *(intptr_t *)(*ptr + off) += inc */
-RSK_ARCH_OP_FN RSK_ARCH_OP(derefadd)(RSK_ARCH_INDEX_PARAMS, intptr_t *const *ptr, intptr_t off,
-				     intptr_t inc RSK_GATE_PARAM)
+/* derefadd(ptr, off, inc): *(intptr_t *)(*ptr + off) += inc */
+RSK_ARCH_DEFINE(derefadd)
 {
-	intptr_t tmp, val;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__(
-		RSK_ASM_DESCRIBE RSK_ARM_HEAD
-		"ldr %[tmp], [%[ptr]]\n\t"
-		"add %[tmp], %[tmp], %[off]\n\t"
-		"ldr %[val], [%[tmp]]\n\t"
-		"add %[val], %[val], %[inc]\n\t" RSK_INJECT_ASM(3)
-		"str %[val], [%[tmp]]\n"
-		"2:\n\t" RSK_ARM_END("")
-		: [tmp] "=&r"(tmp), [val] "=&r"(val) RSK_ARCH_INJECT_OUT
-		: [area] "r"(area), [idx] "r"(idx), [ptr] "r"(ptr), [off] "r"(off),
-		  [inc] "r"(inc) RSK_ARM_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc");
-	RSK_ARM_RESULT
+	intptr_t val;
+	RSK_ARCH_SECTION("ldr %[tmp], [%[ptr]]\n\t"
+			 "add %[tmp], %[tmp], %[off]\n\t"
+			 "ldr %[val], [%[tmp]]\n\t"
+			 "add %[val], %[val], %[inc]\n\t" RSK_INJECT_ASM(3)
+			 "str %[val], [%[tmp]]\n",
+			 (, [val] "=&r"(val)), ([ptr] "r"(ptr), [off] "r"(off), [inc] "r"(inc)), ());
+	RSK_ARCH_RETURN
 }
 
 #endif /* !RSK_ARCH_RELEASE */

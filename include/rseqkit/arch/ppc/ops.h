@@ -10,176 +10,113 @@
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/ppc/ops.h"
 #endif
 
-/* if (*v == expect) *v = newv */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpstore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-				     intptr_t newv RSK_GATE_PARAM)
+/* cmpstore(v, expect, newv): if (*v == expect) *v = newv */
+RSK_ARCH_DEFINE(cmpstore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_PPC_DESCRIBE RSK_ASM_EXIT("cmpfail") RSK_PPC_HEAD
-		"ld %[tmp], 0(%[v])\n\t"
-		"cmpd %[tmp], %[expect]\n\t"
-		"bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
-		RSK_RELEASED("lwsync\n\t")
-		"std %[newv], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&b"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "b"(area), [idx] "r"(idx), [v] "b"(v), [expect] "r"(expect),
-		  [newv] "r"(newv) RSK_PPC_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc", "cr0", "lr"
-		: cmpfail, aborted, stopped);
+	RSK_ARCH_SECTION_CMP("ld %[tmp], 0(%[v])\n\t"
+			     "cmpd %[tmp], %[expect]\n\t"
+			     "bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
+			     RSK_RELEASED("lwsync\n\t")
+			     "std %[newv], 0(%[v])\n",
+			     (), ([v] "b"(v), [expect] "r"(expect), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
-/* if (*v == expect) { *v2 = newv2; *v = newv; } */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpstorestore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					  intptr_t *v2, intptr_t newv2,
-					  intptr_t newv RSK_GATE_PARAM)
+/* cmpstorestore(v, expect, v2, newv2, newv):
+ * if (*v == expect) { *v2 = newv2; *v = newv; } */
+RSK_ARCH_DEFINE(cmpstorestore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_PPC_DESCRIBE RSK_ASM_EXIT("cmpfail") RSK_PPC_HEAD
-		"ld %[tmp], 0(%[v])\n\t"
-		"cmpd %[tmp], %[expect]\n\t"
-		"bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
-		"std %[newv2], 0(%[v2])\n\t" RSK_INJECT_ASM(4)
-		RSK_RELEASED("lwsync\n\t")
-		"std %[newv], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&b"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "b"(area), [idx] "r"(idx), [v] "b"(v), [expect] "r"(expect),
-		  [v2] "b"(v2), [newv2] "r"(newv2),
-		  [newv] "r"(newv) RSK_PPC_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc", "cr0", "lr"
-		: cmpfail, aborted, stopped);
+	RSK_ARCH_SECTION_CMP("ld %[tmp], 0(%[v])\n\t"
+			     "cmpd %[tmp], %[expect]\n\t"
+			     "bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
+			     "std %[newv2], 0(%[v2])\n\t" RSK_INJECT_ASM(4)
+			     RSK_RELEASED("lwsync\n\t")
+			     "std %[newv], 0(%[v])\n",
+			     (), ([v] "b"(v), [expect] "r"(expect), [v2] "b"(v2),
+				  [newv2] "r"(newv2), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
-/* if (*v == expect) { copy nwords words src -> dst; *v = newv; }: whole
+/* cmpcopystore(v, expect, dst, src, nwords, newv):
+ * if (*v == expect) { copy nwords words src -> dst; *v = newv; }: whole
  * doublewords, first to last, counted in CTR. */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpcopystore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					 intptr_t *dst, const intptr_t *src, intptr_t nwords,
-					 intptr_t newv RSK_GATE_PARAM)
+RSK_ARCH_DEFINE(cmpcopystore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_PPC_DESCRIBE RSK_ASM_EXIT("cmpfail") RSK_PPC_HEAD
-		"ld %[tmp], 0(%[v])\n\t"
-		"cmpd %[tmp], %[expect]\n\t"
-		"bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
-		"cmpdi %[n], 0\n\t"
-		"beq 6f\n\t"
-		"mtctr %[n]\n"
-		"7:\n\t"
-		"ld %[tmp], 0(%[src])\n\t"
-		"std %[tmp], 0(%[dst])\n\t"
-		"addi %[src], %[src], 8\n\t"
-		"addi %[dst], %[dst], 8\n\t"
-		"bdnz 7b\n"
-		"6:\n\t" RSK_INJECT_ASM(4)
-		RSK_RELEASED("lwsync\n\t")
-		"std %[newv], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&b"(tmp), [src] "+&b"(src), [dst] "+&b"(dst) RSK_ARCH_INJECT_OUT
-		: [area] "b"(area), [idx] "r"(idx), [v] "b"(v), [expect] "r"(expect),
-		  [n] "r"(nwords), [newv] "r"(newv) RSK_PPC_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc", "cr0", "lr", "ctr"
-		: cmpfail, aborted, stopped);
+	RSK_ARCH_SECTION_CMP("ld %[tmp], 0(%[v])\n\t"
+			     "cmpd %[tmp], %[expect]\n\t"
+			     "bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
+			     "cmpdi %[n], 0\n\t"
+			     "beq 6f\n\t"
+			     "mtctr %[n]\n"
+			     "7:\n\t"
+			     "ld %[tmp], 0(%[src])\n\t"
+			     "std %[tmp], 0(%[dst])\n\t"
+			     "addi %[src], %[src], 8\n\t"
+			     "addi %[dst], %[dst], 8\n\t"
+			     "bdnz 7b\n"
+			     "6:\n\t" RSK_INJECT_ASM(4)
+			     RSK_RELEASED("lwsync\n\t")
+			     "std %[newv], 0(%[v])\n",
+			     (, [src] "+&b"(src), [dst] "+&b"(dst)),
+			     ([v] "b"(v), [expect] "r"(expect), [n] "r"(nwords),
+			      [newv] "r"(newv)), (, "ctr"));
 	RSK_ARCH_RETURN_CMP
 }
 
 #if !RSK_ARCH_RELEASE /* the operations without a _release twin */
 
-/* if (*v == expect && *v2 == expect2) *v = newv */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpcmpstore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					intptr_t *v2, intptr_t expect2,
-					intptr_t newv RSK_GATE_PARAM)
+/* cmpcmpstore(v, expect, v2, expect2, newv):
+ * if (*v == expect && *v2 == expect2) *v = newv */
+RSK_ARCH_DEFINE(cmpcmpstore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_PPC_DESCRIBE RSK_ASM_EXIT("cmpfail") RSK_PPC_HEAD
-		"ld %[tmp], 0(%[v])\n\t"
-		"cmpd %[tmp], %[expect]\n\t"
-		"bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
-		"ld %[tmp], 0(%[v2])\n\t"
-		"cmpd %[tmp], %[expect2]\n\t"
-		"bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(4)
-		"std %[newv], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&b"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "b"(area), [idx] "r"(idx), [v] "b"(v), [expect] "r"(expect),
-		  [v2] "b"(v2), [expect2] "r"(expect2),
-		  [newv] "r"(newv) RSK_PPC_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc", "cr0", "lr"
-		: cmpfail, aborted, stopped);
+	RSK_ARCH_SECTION_CMP("ld %[tmp], 0(%[v])\n\t"
+			     "cmpd %[tmp], %[expect]\n\t"
+			     "bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
+			     "ld %[tmp], 0(%[v2])\n\t"
+			     "cmpd %[tmp], %[expect2]\n\t"
+			     "bne- %l[cmpfail]\n\t" RSK_INJECT_ASM(4)
+			     "std %[newv], 0(%[v])\n",
+			     (), ([v] "b"(v), [expect] "r"(expect), [v2] "b"(v2),
+				  [expect2] "r"(expect2), [newv] "r"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
-/* *v += count: a load, an add and the commit store; the delay between
+/* add(v, count):
+ * *v += count: a load, an add and the commit store; the delay between
  * load and store (point 3) is the window a lost update needs. */
-RSK_ARCH_OP_FN RSK_ARCH_OP(add)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t count RSK_GATE_PARAM)
+RSK_ARCH_DEFINE(add)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_PPC_DESCRIBE RSK_PPC_HEAD
-		"ld %[tmp], 0(%[v])\n\t"
-		"add %[tmp], %[tmp], %[count]\n\t" RSK_INJECT_ASM(3)
-		"std %[tmp], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&b"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "b"(area), [idx] "r"(idx), [v] "b"(v),
-		  [count] "r"(count) RSK_PPC_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc", "cr0", "lr"
-		: aborted, stopped);
+	RSK_ARCH_SECTION("ld %[tmp], 0(%[v])\n\t"
+			 "add %[tmp], %[tmp], %[count]\n\t" RSK_INJECT_ASM(3)
+			 "std %[tmp], 0(%[v])\n",
+			 (), ([v] "b"(v), [count] "r"(count)), ());
 	RSK_ARCH_RETURN
 }
 
-/* if (*v != expectnot) { *out = *v; *v = *(intptr_t *)(*v + offset); } */
-RSK_ARCH_OP_FN RSK_ARCH_OP(pop)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expectnot,
-				intptr_t offset, intptr_t *out RSK_GATE_PARAM)
+/* pop(v, expectnot, offset, out):
+ * if (*v != expectnot) { *out = *v; *v = *(intptr_t *)(*v + offset); } */
+RSK_ARCH_DEFINE(pop)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_PPC_DESCRIBE RSK_ASM_EXIT("cmpfail") RSK_PPC_HEAD
-		"ld %[tmp], 0(%[v])\n\t"
-		"cmpd %[tmp], %[expectnot]\n\t"
-		"beq- %l[cmpfail]\n\t"
-		"std %[tmp], 0(%[out])\n\t" RSK_INJECT_ASM(3)
-		"ldx %[tmp], %[tmp], %[offset]\n\t"
-		"std %[tmp], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&b"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "b"(area), [idx] "r"(idx), [v] "b"(v), [expectnot] "r"(expectnot),
-		  [offset] "r"(offset), [out] "b"(out) RSK_PPC_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc", "cr0", "lr"
-		: cmpfail, aborted, stopped);
+	RSK_ARCH_SECTION_CMP("ld %[tmp], 0(%[v])\n\t"
+			     "cmpd %[tmp], %[expectnot]\n\t"
+			     "beq- %l[cmpfail]\n\t"
+			     "std %[tmp], 0(%[out])\n\t" RSK_INJECT_ASM(3)
+			     "ldx %[tmp], %[tmp], %[offset]\n\t"
+			     "std %[tmp], 0(%[v])\n",
+			     (), ([v] "b"(v), [expectnot] "r"(expectnot), [offset] "r"(offset),
+				  [out] "b"(out)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
-/* *(intptr_t *)(*ptr + off) += inc */
-RSK_ARCH_OP_FN RSK_ARCH_OP(derefadd)(RSK_ARCH_INDEX_PARAMS, intptr_t *const *ptr, intptr_t off,
-				     intptr_t inc RSK_GATE_PARAM)
+/* derefadd(ptr, off, inc): *(intptr_t *)(*ptr + off) += inc */
+RSK_ARCH_DEFINE(derefadd)
 {
-	intptr_t tmp, tmp2;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_PPC_DESCRIBE RSK_PPC_HEAD
-		"ld %[tmp], 0(%[ptr])\n\t"
-		"ldx %[tmp2], %[tmp], %[off]\n\t"
-		"add %[tmp2], %[tmp2], %[inc]\n\t" RSK_INJECT_ASM(3)
-		"stdx %[tmp2], %[tmp], %[off]\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&b"(tmp), [tmp2] "=&r"(tmp2) RSK_ARCH_INJECT_OUT
-		: [area] "b"(area), [idx] "r"(idx), [ptr] "b"(ptr), [off] "r"(off),
-		  [inc] "r"(inc) RSK_PPC_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc", "cr0", "lr"
-		: aborted, stopped);
+	intptr_t tmp2;
+	RSK_ARCH_SECTION("ld %[tmp], 0(%[ptr])\n\t"
+			 "ldx %[tmp2], %[tmp], %[off]\n\t"
+			 "add %[tmp2], %[tmp2], %[inc]\n\t" RSK_INJECT_ASM(3)
+			 "stdx %[tmp2], %[tmp], %[off]\n",
+			 (, [tmp2] "=&r"(tmp2)), ([ptr] "b"(ptr), [off] "r"(off), [inc] "r"(inc)), ());
 	RSK_ARCH_RETURN
 }
 

@@ -10,165 +10,100 @@
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/s390/ops.h"
 #endif
 
-/* if (*v == expect) *v = newv */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpstore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-				     intptr_t newv RSK_GATE_PARAM)
+/* cmpstore(v, expect, newv): if (*v == expect) *v = newv */
+RSK_ARCH_DEFINE(cmpstore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_ASM_DESCRIBE RSK_ASM_EXIT("cmpfail") RSK_S390_HEAD
-		"cg %[expect], 0(%[v])\n\t"
-		"jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
-		"stg %[newv], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&a"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "a"(area), [idx] "d"(idx), [v] "a"(v), [expect] "d"(expect),
-		  [newv] "d"(newv) RSK_S390_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc"
-		: cmpfail, aborted, stopped);
+	RSK_ARCH_SECTION_CMP("cg %[expect], 0(%[v])\n\t"
+			     "jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
+			     "stg %[newv], 0(%[v])\n",
+			     (), ([v] "a"(v), [expect] "d"(expect), [newv] "d"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
-/* if (*v == expect) { *v2 = newv2; *v = newv; } */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpstorestore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					  intptr_t *v2, intptr_t newv2,
-					  intptr_t newv RSK_GATE_PARAM)
+/* cmpstorestore(v, expect, v2, newv2, newv):
+ * if (*v == expect) { *v2 = newv2; *v = newv; } */
+RSK_ARCH_DEFINE(cmpstorestore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_ASM_DESCRIBE RSK_ASM_EXIT("cmpfail") RSK_S390_HEAD
-		"cg %[expect], 0(%[v])\n\t"
-		"jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
-		"stg %[newv2], 0(%[v2])\n\t" RSK_INJECT_ASM(4)
-		"stg %[newv], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&a"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "a"(area), [idx] "d"(idx), [v] "a"(v), [expect] "d"(expect),
-		  [v2] "a"(v2), [newv2] "d"(newv2),
-		  [newv] "d"(newv) RSK_S390_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc"
-		: cmpfail, aborted, stopped);
+	RSK_ARCH_SECTION_CMP("cg %[expect], 0(%[v])\n\t"
+			     "jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
+			     "stg %[newv2], 0(%[v2])\n\t" RSK_INJECT_ASM(4)
+			     "stg %[newv], 0(%[v])\n",
+			     (), ([v] "a"(v), [expect] "d"(expect), [v2] "a"(v2),
+				  [newv2] "d"(newv2), [newv] "d"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
-/* if (*v == expect) { copy nwords words src -> dst; *v = newv; }: whole
+/* cmpcopystore(v, expect, dst, src, nwords, newv):
+ * if (*v == expect) { copy nwords words src -> dst; *v = newv; }: whole
  * doublewords, first to last. */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpcopystore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					 intptr_t *dst, const intptr_t *src, intptr_t nwords,
-					 intptr_t newv RSK_GATE_PARAM)
+RSK_ARCH_DEFINE(cmpcopystore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_ASM_DESCRIBE RSK_ASM_EXIT("cmpfail") RSK_S390_HEAD
-		"cg %[expect], 0(%[v])\n\t"
-		"jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
-		"ltgr %[n], %[n]\n\t"
-		"jz 6f\n"
-		"7:\n\t"
-		"lg %[tmp], 0(%[src])\n\t"
-		"stg %[tmp], 0(%[dst])\n\t"
-		"la %[src], 8(%[src])\n\t"
-		"la %[dst], 8(%[dst])\n\t"
-		"brctg %[n], 7b\n"
-		"6:\n\t" RSK_INJECT_ASM(4)
-		"stg %[newv], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&a"(tmp), [src] "+&a"(src), [dst] "+&a"(dst),
-		  [n] "+&d"(nwords) RSK_ARCH_INJECT_OUT
-		: [area] "a"(area), [idx] "d"(idx), [v] "a"(v), [expect] "d"(expect),
-		  [newv] "d"(newv) RSK_S390_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc"
-		: cmpfail, aborted, stopped);
+	RSK_ARCH_SECTION_CMP("cg %[expect], 0(%[v])\n\t"
+			     "jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
+			     "ltgr %[n], %[n]\n\t"
+			     "jz 6f\n"
+			     "7:\n\t"
+			     "lg %[tmp], 0(%[src])\n\t"
+			     "stg %[tmp], 0(%[dst])\n\t"
+			     "la %[src], 8(%[src])\n\t"
+			     "la %[dst], 8(%[dst])\n\t"
+			     "brctg %[n], 7b\n"
+			     "6:\n\t" RSK_INJECT_ASM(4)
+			     "stg %[newv], 0(%[v])\n",
+			     (, [src] "+&a"(src), [dst] "+&a"(dst), [n] "+&d"(nwords)),
+			     ([v] "a"(v), [expect] "d"(expect), [newv] "d"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
-/* if (*v == expect && *v2 == expect2) *v = newv */
-RSK_ARCH_OP_FN RSK_ARCH_OP(cmpcmpstore)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expect,
-					intptr_t *v2, intptr_t expect2,
-					intptr_t newv RSK_GATE_PARAM)
+/* cmpcmpstore(v, expect, v2, expect2, newv):
+ * if (*v == expect && *v2 == expect2) *v = newv */
+RSK_ARCH_DEFINE(cmpcmpstore)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_ASM_DESCRIBE RSK_ASM_EXIT("cmpfail") RSK_S390_HEAD
-		"cg %[expect], 0(%[v])\n\t"
-		"jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
-		"cg %[expect2], 0(%[v2])\n\t"
-		"jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(4)
-		"stg %[newv], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&a"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "a"(area), [idx] "d"(idx), [v] "a"(v), [expect] "d"(expect),
-		  [v2] "a"(v2), [expect2] "d"(expect2),
-		  [newv] "d"(newv) RSK_S390_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc"
-		: cmpfail, aborted, stopped);
+	RSK_ARCH_SECTION_CMP("cg %[expect], 0(%[v])\n\t"
+			     "jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(3)
+			     "cg %[expect2], 0(%[v2])\n\t"
+			     "jgne %l[cmpfail]\n\t" RSK_INJECT_ASM(4)
+			     "stg %[newv], 0(%[v])\n",
+			     (), ([v] "a"(v), [expect] "d"(expect), [v2] "a"(v2),
+				  [expect2] "d"(expect2), [newv] "d"(newv)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
-/* *v += count: a load, an add and the commit store; the delay between
+/* add(v, count):
+ * *v += count: a load, an add and the commit store; the delay between
  * load and store (point 3) is the window a lost update needs. */
-RSK_ARCH_OP_FN RSK_ARCH_OP(add)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t count RSK_GATE_PARAM)
+RSK_ARCH_DEFINE(add)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_ASM_DESCRIBE RSK_S390_HEAD
-		"lg %[tmp], 0(%[v])\n\t"
-		"agr %[tmp], %[count]\n\t" RSK_INJECT_ASM(3)
-		"stg %[tmp], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&a"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "a"(area), [idx] "d"(idx), [v] "a"(v),
-		  [count] "d"(count) RSK_S390_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc"
-		: aborted, stopped);
+	RSK_ARCH_SECTION("lg %[tmp], 0(%[v])\n\t"
+			 "agr %[tmp], %[count]\n\t" RSK_INJECT_ASM(3)
+			 "stg %[tmp], 0(%[v])\n",
+			 (), ([v] "a"(v), [count] "d"(count)), ());
 	RSK_ARCH_RETURN
 }
 
-/* if (*v != expectnot) { *out = *v; *v = *(intptr_t *)(*v + offset); } */
-RSK_ARCH_OP_FN RSK_ARCH_OP(pop)(RSK_ARCH_INDEX_PARAMS, intptr_t *v, intptr_t expectnot,
-				intptr_t offset, intptr_t *out RSK_GATE_PARAM)
+/* pop(v, expectnot, offset, out):
+ * if (*v != expectnot) { *out = *v; *v = *(intptr_t *)(*v + offset); } */
+RSK_ARCH_DEFINE(pop)
 {
-	intptr_t tmp;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_ASM_DESCRIBE RSK_ASM_EXIT("cmpfail") RSK_S390_HEAD
-		"lg %[tmp], 0(%[v])\n\t"
-		"cgr %[tmp], %[expectnot]\n\t"
-		"jge %l[cmpfail]\n\t" /* brcl if equal */
-		"stg %[tmp], 0(%[out])\n\t" RSK_INJECT_ASM(3)
-		"lg %[tmp], 0(%[offset], %[tmp])\n\t"
-		"stg %[tmp], 0(%[v])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&a"(tmp) RSK_ARCH_INJECT_OUT
-		: [area] "a"(area), [idx] "d"(idx), [v] "a"(v), [expectnot] "d"(expectnot),
-		  [offset] "a"(offset), [out] "a"(out) RSK_S390_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc"
-		: cmpfail, aborted, stopped);
+	RSK_ARCH_SECTION_CMP("lg %[tmp], 0(%[v])\n\t"
+			     "cgr %[tmp], %[expectnot]\n\t"
+			     "jge %l[cmpfail]\n\t" /* brcl if equal */
+			     "stg %[tmp], 0(%[out])\n\t" RSK_INJECT_ASM(3)
+			     "lg %[tmp], 0(%[offset], %[tmp])\n\t"
+			     "stg %[tmp], 0(%[v])\n",
+			     (), ([v] "a"(v), [expectnot] "d"(expectnot), [offset] "a"(offset),
+				  [out] "a"(out)), ());
 	RSK_ARCH_RETURN_CMP
 }
 
-/* *(intptr_t *)(*ptr + off) += inc */
-RSK_ARCH_OP_FN RSK_ARCH_OP(derefadd)(RSK_ARCH_INDEX_PARAMS, intptr_t *const *ptr, intptr_t off,
-				     intptr_t inc RSK_GATE_PARAM)
+/* derefadd(ptr, off, inc): *(intptr_t *)(*ptr + off) += inc */
+RSK_ARCH_DEFINE(derefadd)
 {
-	intptr_t tmp, tmp2;
-	RSK_ARCH_INJECT_DECL
-	__asm__ __volatile__ goto(
-		RSK_ASM_DESCRIBE RSK_S390_HEAD
-		"lg %[tmp], 0(%[ptr])\n\t"
-		"lg %[tmp2], 0(%[off], %[tmp])\n\t"
-		"agr %[tmp2], %[inc]\n\t" RSK_INJECT_ASM(3)
-		"stg %[tmp2], 0(%[off], %[tmp])\n"
-		"2:\n\t" RSK_ASM_ABORT
-		: [tmp] "=&a"(tmp), [tmp2] "=&d"(tmp2) RSK_ARCH_INJECT_OUT
-		: [area] "a"(area), [idx] "d"(idx), [ptr] "a"(ptr), [off] "a"(off),
-		  [inc] "d"(inc) RSK_S390_GATE_IN RSK_ARCH_INJECT_IN
-		: "memory", "cc"
-		: aborted, stopped);
+	intptr_t tmp2;
+	RSK_ARCH_SECTION("lg %[tmp], 0(%[ptr])\n\t"
+			 "lg %[tmp2], 0(%[off], %[tmp])\n\t"
+			 "agr %[tmp2], %[inc]\n\t" RSK_INJECT_ASM(3)
+			 "stg %[tmp2], 0(%[off], %[tmp])\n",
+			 (, [tmp2] "=&d"(tmp2)), ([ptr] "a"(ptr), [off] "a"(off), [inc] "d"(inc)), ());
 	RSK_ARCH_RETURN
 }
