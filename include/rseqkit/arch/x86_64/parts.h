@@ -37,6 +37,28 @@
 #define RSK_ARCH_HAS_PART_OPS 1
 #endif
 
+/*
+ * The frame every statement below shares: a scratch register (tmp), the
+ * injection counts, and one asm goto whose `enter` is the statement's
+ * start (descriptor, exits, arming, index read and gate check), whose
+ * `body` ends with the commit store, and which leaves for the caller's
+ * labels.  out, in, clobbers: parenthesized lists (out and in with a
+ * leading comma where not empty).  `pre`: the statement's own locals and
+ * what runs before the section (a push's release barrier).
+ */
+#define RSK_X64_PART_SECTION(pre, enter, body, out, in, clobbers, ...)         \
+	do {                                                                   \
+		intptr_t tmp;                                                  \
+		RSK_ARCH_INJECT_DECL                                           \
+		pre;                                                           \
+		__asm__ __volatile__ goto(enter body "2:\n\t" RSK_ASM_ABORT     \
+					  : [tmp] "=&r"(tmp) RSK_ARCH_LIST(out)  \
+						RSK_ARCH_INJECT_OUT            \
+					  : RSK_ARCH_LIST(in) RSK_ARCH_INJECT_IN \
+					  : RSK_ARCH_LIST(clobbers)            \
+					  : __VA_ARGS__);                      \
+	} while (0)
+
 #define RSK_X64_PART_ENTER                                            \
 	RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) \
 	"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"                            \
@@ -48,19 +70,12 @@
 		[vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
 
 #define RSK_ARCH_PART_ADD(area_, ioff_, base_, pos_, vdisp_, gdisp_, count_)       \
-	do {                                                                   \
-		intptr_t tmp;                                                  \
-		RSK_ARCH_INJECT_DECL                                            \
-		__asm__ __volatile__ goto(                                     \
-			RSK_X64_PART_ENTER                           \
-			"addq %[count], %c[vdisp](%[base], %[pos])\n"          \
-			"2:\n\t" RSK_ASM_ABORT                                 \
-			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_ARCH_INJECT_OUT \
-			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
-			  [count] "re"(count_)RSK_ARCH_INJECT_IN                 \
-			: "cc"                                                 \
-			: aborted, stopped);                       \
-	} while (0)
+	RSK_X64_PART_SECTION(, RSK_X64_PART_ENTER,                              \
+			     "addq %[count], %c[vdisp](%[base], %[pos])\n",     \
+			     (, [pos] "=&r"(pos_)),                             \
+			     (RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			      [count] "re"(count_)),                            \
+			     ("cc"), aborted, stopped)
 
 /*
  * Stride operation (optional in the contract: RSK_ARCH_HAS_STRIDE_OPS),
@@ -79,26 +94,20 @@
  */
 #define RSK_ARCH_HAS_STRIDE_OPS 1
 #define RSK_ARCH_STRIDE_GATED_ADD(area_, ioff_, obj_, gate_, shift_, pos_, count_)        \
-	do {                                                                   \
-		intptr_t tmp;                                                  \
-		RSK_ARCH_INJECT_DECL                                           \
-		__asm__ __volatile__ goto(                                     \
-			RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM   \
-			"1:\n\t" RSK_INJECT_ASM(1)                             \
-			"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"           \
-			"shlq %[shift], %[pos]\n\t"                            \
-			"cmpq $0, (%[gate], %[pos])\n\t"                       \
-			"jnz %l[stopped]\n\t"                                  \
-			RSK_INJECT_ASM(2) /* as rsk_gated_add: after the gate */ \
-			"addq %[count], (%[obj], %[pos])\n"                    \
-			"2:\n\t" RSK_ASM_ABORT                                 \
-			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_ARCH_INJECT_OUT \
-			: [area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)),   \
-			  [obj] "r"(obj_), [gate] "r"(gate_), [shift] "i"(shift_), \
-			  [count] "re"(count_)RSK_ARCH_INJECT_IN               \
-			: "cc"                                                 \
-			: aborted, stopped);                                   \
-	} while (0)
+	RSK_X64_PART_SECTION(,                                                 \
+			     RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM \
+			     "1:\n\t" RSK_INJECT_ASM(1)                         \
+			     "movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"       \
+			     "shlq %[shift], %[pos]\n\t"                        \
+			     "cmpq $0, (%[gate], %[pos])\n\t"                   \
+			     "jnz %l[stopped]\n\t"                              \
+			     RSK_INJECT_ASM(2), /* as rsk_gated_add: after the gate */ \
+			     "addq %[count], (%[obj], %[pos])\n",               \
+			     (, [pos] "=&r"(pos_)),                             \
+			     ([area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), \
+			      [obj] "r"(obj_), [gate] "r"(gate_), [shift] "i"(shift_), \
+			      [count] "re"(count_)),                            \
+			     ("cc"), aborted, stopped)
 
 /*
  * Stride part operations on a pointer buffer (<rseqkit/ptrbuf.h>): part i
@@ -132,101 +141,65 @@
 
 #define RSK_ARCH_STRIDE_PTR_PUSH(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, cap_, \
 				 ptr_, idx_)                                   \
-	do {                                                                   \
-		intptr_t tmp, p_, cnt_;                                        \
-		RSK_ARCH_INJECT_DECL                                            \
-		RSK_X64_BARRIER(); /* release: what ptr_ points to first */     \
-		__asm__ __volatile__ goto(                                     \
-			RSK_X64_STRIDE_PART_ENTER                              \
-			"cmpq %[cap], %[cnt]\n\t"                              \
-			"jae %l[cmpfail]\n\t"                                  \
-			"movq %[ptr], %c[sdisp](%[p], %[cnt], 8)\n\t"          \
-			"incq %[cnt]\n\t" RSK_INJECT_ASM(3)                    \
-			"movq %[cnt], %c[cdisp](%[p])\n"                       \
-			"2:\n\t" RSK_ASM_ABORT                                 \
-			: [tmp] "=&r"(tmp), [idx] "=&r"(idx_), [p] "=&r"(p_),   \
-			  [cnt] "=&r"(cnt_)RSK_ARCH_INJECT_OUT                    \
-			: RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, gdisp_, \
-						 sdisp_),                      \
-			  [cap] "r"(cap_), [ptr] "r"(ptr_)RSK_ARCH_INJECT_IN      \
-			: "cc"                                                 \
-			: cmpfail, aborted, stopped);                          \
-	} while (0)
+	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_;                        \
+			     RSK_X64_BARRIER() /* release: what ptr_ points to first */, \
+			     RSK_X64_STRIDE_PART_ENTER,                         \
+			     "cmpq %[cap], %[cnt]\n\t"                          \
+			     "jae %l[cmpfail]\n\t"                              \
+			     "movq %[ptr], %c[sdisp](%[p], %[cnt], 8)\n\t"      \
+			     "incq %[cnt]\n\t" RSK_INJECT_ASM(3)                \
+			     "movq %[cnt], %c[cdisp](%[p])\n",                  \
+			     (, [idx] "=&r"(idx_), [p] "=&r"(p_), [cnt] "=&r"(cnt_)), \
+			     (RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, \
+						     gdisp_, sdisp_),           \
+			      [cap] "r"(cap_), [ptr] "r"(ptr_)),                \
+			     ("cc"), cmpfail, aborted, stopped)
 
 #define RSK_ARCH_STRIDE_PTR_POP(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, out_, \
 				idx_)                                          \
-	do {                                                                   \
-		intptr_t tmp, p_, cnt_;                                        \
-		RSK_ARCH_INJECT_DECL                                            \
-		__asm__ __volatile__ goto(                                     \
-			RSK_X64_STRIDE_PART_ENTER                              \
-			"testq %[cnt], %[cnt]\n\t"                             \
-			"jz %l[cmpfail]\n\t"                                   \
-			"movq %c[sdisp]-8(%[p], %[cnt], 8), %[out]\n\t"        \
-			"decq %[cnt]\n\t" RSK_INJECT_ASM(3)                    \
-			"movq %[cnt], %c[cdisp](%[p])\n"                       \
-			"2:\n\t" RSK_ASM_ABORT                                 \
-			: [tmp] "=&r"(tmp), [idx] "=&r"(idx_), [p] "=&r"(p_),   \
-			  [cnt] "=&r"(cnt_), [out] "=&r"(out_)RSK_ARCH_INJECT_OUT \
-			: RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, gdisp_, \
-						 sdisp_)RSK_ARCH_INJECT_IN      \
-			: "cc"                                                 \
-			: cmpfail, aborted, stopped);                          \
-	} while (0)
+	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_, RSK_X64_STRIDE_PART_ENTER, \
+			     "testq %[cnt], %[cnt]\n\t"                         \
+			     "jz %l[cmpfail]\n\t"                               \
+			     "movq %c[sdisp]-8(%[p], %[cnt], 8), %[out]\n\t"    \
+			     "decq %[cnt]\n\t" RSK_INJECT_ASM(3)                \
+			     "movq %[cnt], %c[cdisp](%[p])\n",                  \
+			     (, [idx] "=&r"(idx_), [p] "=&r"(p_), [cnt] "=&r"(cnt_), \
+			      [out] "=&r"(out_)),                               \
+			     (RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, \
+						     gdisp_, sdisp_)),          \
+			     ("cc"), cmpfail, aborted, stopped)
 
-#define RSK_ARCH_PART_CAS(area_, ioff_, base_, pos_, vdisp_, gdisp_, expect_, newv_)              \
-	do {                                                                   \
-		intptr_t tmp;                                                  \
-		RSK_ARCH_INJECT_DECL                                            \
-		__asm__ __volatile__ goto(                                     \
-			RSK_ASM_EXIT("cmpfail") RSK_X64_PART_ENTER   \
-			"cmpq %[expect], %c[vdisp](%[base], %[pos])\n\t"       \
-			"jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)          \
-			"movq %[newv], %c[vdisp](%[base], %[pos])\n"           \
-			"2:\n\t" RSK_ASM_ABORT                                 \
-			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_ARCH_INJECT_OUT \
-			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
-			  [expect] "re"(expect_), [newv] "re"(newv_)RSK_ARCH_INJECT_IN \
-			: "cc"                                                 \
-			: cmpfail, aborted, stopped);             \
-	} while (0)
+#define RSK_ARCH_PART_CAS(area_, ioff_, base_, pos_, vdisp_, gdisp_, expect_, newv_) \
+	RSK_X64_PART_SECTION(, RSK_ASM_EXIT("cmpfail") RSK_X64_PART_ENTER,      \
+			     "cmpq %[expect], %c[vdisp](%[base], %[pos])\n\t"   \
+			     "jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)            \
+			     "movq %[newv], %c[vdisp](%[base], %[pos])\n",      \
+			     (, [pos] "=&r"(pos_)),                             \
+			     (RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			      [expect] "re"(expect_), [newv] "re"(newv_)),      \
+			     ("cc"), cmpfail, aborted, stopped)
 
-#define RSK_ARCH_PART_PUSH(area_, ioff_, base_, pos_, vdisp_, gdisp_, node_, next_)                       \
-	do {                                                                   \
-		intptr_t tmp;                                                  \
-		RSK_ARCH_INJECT_DECL                                            \
-		RSK_X64_BARRIER(); /* release: what the node_ holds first */    \
-		__asm__ __volatile__ goto(                                     \
-			RSK_X64_PART_ENTER                           \
-			"movq %c[vdisp](%[base], %[pos]), %[tmp]\n\t"          \
-			"movq %[tmp], %c[next](%[node])\n\t" RSK_INJECT_ASM(3) \
-			"movq %[node], %c[vdisp](%[base], %[pos])\n"           \
-			"2:\n\t" RSK_ASM_ABORT                                 \
-			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_)RSK_ARCH_INJECT_OUT \
-			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
-			  [node] "r"(node_), [next] "i"(next_)RSK_ARCH_INJECT_IN  \
-			: "memory", "cc"                                       \
-			: aborted, stopped);                       \
-	} while (0)
+#define RSK_ARCH_PART_PUSH(area_, ioff_, base_, pos_, vdisp_, gdisp_, node_, next_) \
+	RSK_X64_PART_SECTION(RSK_X64_BARRIER() /* release: what the node_ holds first */, \
+			     RSK_X64_PART_ENTER,                                \
+			     "movq %c[vdisp](%[base], %[pos]), %[tmp]\n\t"      \
+			     "movq %[tmp], %c[next](%[node])\n\t" RSK_INJECT_ASM(3) \
+			     "movq %[node], %c[vdisp](%[base], %[pos])\n",      \
+			     (, [pos] "=&r"(pos_)),                             \
+			     (RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			      [node] "r"(node_), [next] "i"(next_)),            \
+			     ("memory", "cc"), aborted, stopped)
 
-#define RSK_ARCH_PART_POP(area_, ioff_, base_, pos_, vdisp_, gdisp_, head_, next_)              \
-	do {                                                                   \
-		intptr_t tmp;                                                  \
-		RSK_ARCH_INJECT_DECL                                            \
-		__asm__ __volatile__ goto(                                     \
-			RSK_ASM_EXIT("cmpfail") RSK_X64_PART_ENTER   \
-			"movq %c[vdisp](%[base], %[pos]), %[head]\n\t"         \
-			"testq %[head], %[head]\n\t"                           \
-			"jz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)           \
-			"movq %c[next](%[head]), %[tmp]\n\t"                   \
-			"movq %[tmp], %c[vdisp](%[base], %[pos])\n"            \
-			"2:\n\t" RSK_ASM_ABORT                                 \
-			: [tmp] "=&r"(tmp), [pos] "=&r"(pos_),                  \
-			  [head] "=&r"(head_)RSK_ARCH_INJECT_OUT                 \
-			: RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
-			  [next] "i"(next_)RSK_ARCH_INJECT_IN                    \
-			: "memory", "cc"                                       \
-			: cmpfail, aborted, stopped);             \
-	} while (0)
+#define RSK_ARCH_PART_POP(area_, ioff_, base_, pos_, vdisp_, gdisp_, head_, next_) \
+	RSK_X64_PART_SECTION(, RSK_ASM_EXIT("cmpfail") RSK_X64_PART_ENTER,      \
+			     "movq %c[vdisp](%[base], %[pos]), %[head]\n\t"     \
+			     "testq %[head], %[head]\n\t"                       \
+			     "jz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)             \
+			     "movq %c[next](%[head]), %[tmp]\n\t"               \
+			     "movq %[tmp], %c[vdisp](%[base], %[pos])\n",       \
+			     (, [pos] "=&r"(pos_), [head] "=&r"(head_)),        \
+			     (RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			      [next] "i"(next_)),                               \
+			     ("memory", "cc"), cmpfail, aborted, stopped)
 
 #endif /* RSEQKIT_ARCH_X86_64_PARTS_H */
