@@ -160,8 +160,10 @@ RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_pop_(struct rsk_copybuf *b, intpt
 /*
  * rsk_copybuf_push - copy the item (b->item_size bytes) onto the current
  * CPU's part.  Returns the part's index (>= 0), -ENOSPC (that part is
- * full: nothing stored), -EINVAL (b or item NULL, or a slow path's fence
- * failed (-ENXIO instead)).  Lock-free on the fast path.
+ * full: nothing stored), -EINVAL (b or item NULL, or b destroyed),
+ * -ENXIO (a slow path's fence failed), -EDEADLK (a signal handler whose
+ * thread holds the gate it needs), -EOWNERDEAD (a gate's holder exited
+ * holding it).  Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 {
@@ -184,8 +186,10 @@ RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 /*
  * rsk_copybuf_pop - copy the last item of the current CPU's part into
  * item (b->item_size bytes) and remove it.  Returns the part's index
- * (>= 0), -ENOENT (that part is empty), -EINVAL (b or item NULL, or a slow
- * path's fence failed (-ENXIO instead)).  Lock-free on the fast path.
+ * (>= 0), -ENOENT (that part is empty), -EINVAL (b or item NULL, or b
+ * destroyed), -ENXIO (a slow path's fence failed), -EDEADLK (a signal
+ * handler whose thread holds the gate it needs), -EOWNERDEAD (a gate's
+ * holder exited holding it).  Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
 {
@@ -209,7 +213,9 @@ RSK_PERCPU_INLINE int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
  * rsk_copybuf_pop_cpu - copy out and remove the last item of part `cpu`
  * (any CPU's) while that CPU's threads keep operating (the part's gate is
  * closed and the CPU fenced meanwhile).  Returns 0, -ENOENT (empty),
- * -EINVAL (b or item NULL, cpu outside [0, b->nr), or the fence failed (-ENXIO instead)).
+ * -EINVAL (b or item NULL, cpu outside [0, b->nr)), -ENXIO (the fence
+ * failed), -EDEADLK (from a handler whose thread holds that part's gate),
+ * -EOWNERDEAD (the gate's holder is gone).
  */
 int rsk_copybuf_pop_cpu(struct rsk_copybuf *b, int cpu, void *item);
 

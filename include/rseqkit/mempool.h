@@ -282,8 +282,10 @@ RSK_PCOUNTER_SLOW_ATTR_ int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *
 
 /*
  * rsk_pcounter_add - add v (any sign) to the current CPU's copy of *ctr.
- * Returns the index of that copy (>= 0), or -EINVAL (p or ctr NULL, or a
- * slow path's fence failed (-ENXIO instead): nothing added).  One gated restartable add on
+ * Returns the index of that copy (>= 0), -EINVAL (p or ctr NULL), -ENXIO
+ * (a slow path's fence failed), -EDEADLK (a signal handler whose thread
+ * holds the gate it needs), -EOWNERDEAD (the gate's holder exited holding
+ * it); on an error nothing is added.  One gated restartable add on
  * rsk_percpu_ptr(ctr, idx); without rseq, with the gate closed, or after
  * rsk_abort_limit() aborts, the slow path adds under the gate.
  * Precondition (not checked on the fast path): ctr is an intptr_t-aligned
@@ -371,7 +373,9 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
  * rsk_pcounter_exchange - replace copy idx with value and store the old
  * one in *old, exactly, while other threads keep adding (gate + fence).
  * Return 0, -EINVAL (NULL argument, idx outside [0, nr), ctr not inside a
- * live object of p, or the fence failed (-ENXIO instead): nothing changed).
+ * live object of p); exchange also -ENXIO (the fence failed), -EDEADLK
+ * (from a handler whose thread holds that copy's gate), -EOWNERDEAD (the
+ * gate's holder is gone); on an error nothing is changed.
  */
 int rsk_pcounter_read(struct rsk_mempool *p, const intptr_t *ctr, int idx, intptr_t *value);
 int rsk_pcounter_sum(struct rsk_mempool *p, const intptr_t *ctr, intptr_t *sum);

@@ -138,8 +138,10 @@ int rsk_pool_destroy(struct rsk_pool *p);
 /*
  * rsk_pool_drain - move every object of the cache of part `cpu` (or of all
  * parts, cpu = -1) to the depot, while their threads keep allocating and
- * freeing (gate + fence).  Returns 0, -EINVAL (p NULL, cpu outside
- * [-1, nr), or a fence failed (-ENXIO instead): that cache kept its objects).
+ * freeing (gate + fence).  Returns 0, -EINVAL (p NULL or destroyed, cpu
+ * outside [-1, nr)), -ENXIO (a fence failed), -EDEADLK (from a handler
+ * whose thread holds that part's gate), -EOWNERDEAD (the gate's holder is
+ * gone); a cache that could not be drained kept its objects.
  */
 int rsk_pool_drain(struct rsk_pool *p, int cpu);
 

@@ -99,7 +99,7 @@ int rsk_fence_all(void);
  *   -EOWNERDEAD  the holder no longer exists (it exited holding the gate,
  *                or the gate was inherited through fork() from a thread
  *                that was stuck): reported once on stderr
- *   -ENXIO       the fence failed (-ENXIO instead) (see rsk_fence_cpu)
+ *   -ENXIO       the fence failed (see rsk_fence_cpu)
  * Async-signal-safe; a gate must be opened by the thread that closed it.
  * RSEQKIT_GATE_WARN_MS=n reports on stderr a gate that a waiter found
  * held for more than n ms (address, part index, holder thread id).

@@ -215,7 +215,9 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **
 /*
  * rsk_ptrbuf_push - append ptr to the current CPU's part.
  * Returns the part's index (>= 0), -ENOSPC (that part is full: nothing
- * stored), -EINVAL (b NULL, or a slow path's fence failed (-ENXIO instead)).  Lock-free on
+ * stored), -EINVAL (b NULL, or b destroyed), -ENXIO (a slow path's fence
+ * failed), -EDEADLK (a signal handler whose thread holds the gate it
+ * needs), -EOWNERDEAD (a gate's holder exited holding it).  Lock-free on
  * the fast path.
  */
 RSK_PERCPU_INLINE int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
@@ -237,7 +239,9 @@ RSK_PERCPU_INLINE int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
 /*
  * rsk_ptrbuf_pop - take the last pointer of the current CPU's part into
  * *out.  Returns the part's index (>= 0), -ENOENT (that part is empty;
- * *out = NULL), -EINVAL (b or out NULL, or a slow path's fence failed (-ENXIO instead)).
+ * *out = NULL), -EINVAL (b or out NULL, or b destroyed), -ENXIO (a slow
+ * path's fence failed), -EDEADLK (a signal handler whose thread holds the
+ * gate it needs), -EOWNERDEAD (a gate's holder exited holding it).
  * Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
@@ -268,7 +272,9 @@ RSK_PERCPU_INLINE int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
  * rsk_ptrbuf_pop_cpu - take the last pointer of part `cpu` (any CPU's)
  * while that CPU's threads keep operating (the part's gate is closed and
  * the CPU fenced meanwhile).  Returns 0, -ENOENT (empty; *out = NULL),
- * -EINVAL (b or out NULL, cpu outside [0, b->nr), or the fence failed (-ENXIO instead)).
+ * -EINVAL (b or out NULL, cpu outside [0, b->nr)), -ENXIO (the fence
+ * failed), -EDEADLK (from a handler whose thread holds that part's gate),
+ * -EOWNERDEAD (the gate's holder is gone).
  */
 int rsk_ptrbuf_pop_cpu(struct rsk_ptrbuf *b, int cpu, void **out);
 

@@ -150,8 +150,11 @@ RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_all_(struct rsk_stack *s,
 
 /*
  * rsk_stack_push - push node on the current CPU's part.
- * Returns the part's index (>= 0), -EINVAL (s or node NULL, or a slow
- * path's fence failed (-ENXIO instead): node not pushed).  Lock-free on the fast path.
+ * Returns the part's index (>= 0), -EINVAL (s or node NULL, or s
+ * destroyed), -ENXIO (a slow path's fence failed), -EDEADLK (a signal
+ * handler whose thread holds the gate it needs), -EOWNERDEAD (a gate's
+ * holder exited holding it); on an error the node is not pushed.
+ * Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *node)
 {
@@ -176,7 +179,9 @@ stopped:
 /*
  * rsk_stack_pop - unlink the top node of the current CPU's part into *out.
  * Returns the part's index (>= 0), -ENOENT (that part is empty; *out set
- * to NULL), -EINVAL (s or out NULL, or a slow path's fence failed (-ENXIO instead)).
+ * to NULL), -EINVAL (s or out NULL, or s destroyed), -ENXIO (a slow
+ * path's fence failed), -EDEADLK (a signal handler whose thread holds the
+ * gate it needs), -EOWNERDEAD (a gate's holder exited holding it).
  * Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out)
