@@ -427,27 +427,83 @@ static void remote(enum rsk_index_mode mode, const char *mn)
  * A signal handler whose operation finds the part's gate held by the very
  * thread it interrupted (here: the test closes the gate of the part its
  * next push would use, then raises the signal) must finish on another
- * part, not wait for itself.  A hang is caught by the alarm.  The
- * counter has no gate: a handler's add while its thread holds a part's
- * exchange lock just adds.
+ * part, not wait for itself: the stack's, the ptrbuf's and the copybuf's
+ * push (with one part there is none: -EDEADLK).  An operation on the
+ * named part, rsk_stack_push_cpu(), cannot move: -EDEADLK, nothing
+ * pushed.  A hang is caught by a 20 s alarm, whose handler reports it as
+ * a failed point.  The counter has no gate: a handler's add while its
+ * thread holds a part's exchange lock just adds.
+ * main() runs this again in a process without rseq (RSEQKIT_DISABLE=1),
+ * where every operation takes its slow path.
  */
-#define N_SIGNAL 4
+#define N_SIGNAL 7
 static struct rsk_stack *sig_stack;
-static struct rsk_stack_node sig_nodes[3];
+static struct rsk_stack_node sig_nodes[4]; /* [3]: push_cpu's */
 static int sig_next;
-static volatile int sig_ret = -1000;
 static struct rsk_counter *sig_counter;
+static struct rsk_ptrbuf *sig_ptrbuf;
+static struct rsk_copybuf *sig_copybuf;
+static long sig_item = 4242;
+static volatile int sig_ret = -1000, sig_part = -1;
+enum sig_op { SIG_PUSH, SIG_PUSH_CPU, SIG_ADD, SIG_PTRBUF, SIG_COPYBUF };
+static volatile enum sig_op sig_op;
 
-static void sig_push(int signo)
+static void sig_handler(int signo)
 {
 	(void)signo;
-	sig_ret = rsk_stack_push(sig_stack, &sig_nodes[sig_next++]);
+	switch (sig_op) {
+	case SIG_PUSH:
+		sig_ret = rsk_stack_push(sig_stack, &sig_nodes[sig_next++]);
+		break;
+	case SIG_PUSH_CPU: /* on sig_part, whatever holds its gate */
+		sig_ret = rsk_stack_push_cpu(sig_stack, sig_part, &sig_nodes[3]);
+		break;
+	case SIG_ADD:
+		sig_ret = rsk_counter_add(sig_counter, 1);
+		break;
+	case SIG_PTRBUF:
+		sig_ret = rsk_ptrbuf_push(sig_ptrbuf, &sig_item);
+		break;
+	case SIG_COPYBUF:
+		sig_ret = rsk_copybuf_push(sig_copybuf, &sig_item);
+		break;
+	}
 }
 
-static void sig_add(int signo)
+/* The alarm: a handler stuck on its own thread's gate never returns. */
+static char sig_hung[192];
+
+static void sig_watchdog(int signo)
 {
+	ssize_t w = write(STDOUT_FILENO, sig_hung, strlen(sig_hung));
+
 	(void)signo;
-	sig_ret = rsk_counter_add(sig_counter, 1);
+	(void)w;
+	_exit(1);
+}
+
+static void sig_alarm(const char *what)
+{
+	snprintf(sig_hung, sizeof(sig_hung), "not ok %d - signal: %s: hung (the 20 s alarm)\n",
+		 tap_n + 1, what);
+	alarm(20);
+}
+
+/* Raise the signal, its handler running op; what op returned. */
+static int sig_run(enum sig_op op)
+{
+	sig_op = op;
+	sig_ret = -1000;
+	raise(SIGUSR1);
+	return sig_ret;
+}
+
+/* What an operation on the current part, in a handler whose thread holds
+ * the gate of part `held`, must return: another part's index, or -EDEADLK
+ * where there is no other part. */
+static int moved_on(int r, int held)
+{
+	return nr > 1 ? r >= 0 && r < nr && r != held : r == -EDEADLK;
 }
 
 /* Nodes on every part of the stack (drained: the stack is left empty). */
@@ -467,52 +523,100 @@ static int sig_drain(void)
 
 static void signal_on_own_gate(void)
 {
-	struct sigaction sa = { .sa_handler = sig_push };
+	struct sigaction sa = { .sa_handler = sig_handler }, wd = { .sa_handler = sig_watchdog };
 	intptr_t sum = -1;
-	int idx;
+	long back = 0;
+	void *p = NULL;
+	int idx, r, r_cpu;
 
 	if (rsk_stack_create(&sig_stack, RSK_INDEX_CPU) != 0 ||
-	    rsk_counter_create(&sig_counter, RSK_INDEX_CPU) != 0) {
+	    rsk_counter_create(&sig_counter, RSK_INDEX_CPU) != 0 ||
+	    rsk_ptrbuf_create(&sig_ptrbuf, RSK_INDEX_CPU, 4, 0) != 0 ||
+	    rsk_copybuf_create(&sig_copybuf, RSK_INDEX_CPU, sizeof(sig_item), 4, 0) != 0) {
 		for (int i = 0; i < N_SIGNAL; i++)
-			tap_ok(0, "signal: cannot create a stack and a counter");
+			tap_ok(0, "signal: cannot create a stack, a counter, a ptrbuf and a copybuf");
 		return;
 	}
-	idx = rsk_stack_push(sig_stack, &sig_nodes[sig_next++]); /* this thread's part */
 	sigaction(SIGUSR1, &sa, NULL);
-	alarm(20);
+	sigaction(SIGALRM, &wd, NULL);
+
+	/* The stack: push, then push_cpu on the held part. */
+	idx = rsk_stack_push(sig_stack, &sig_nodes[sig_next++]); /* this thread's part */
+	sig_alarm("stack push, push_cpu on the held part");
 	tap_ok(idx >= 0 && rsk_gate_close(&sig_stack->part[idx].gate, sig_stack->mode, idx) == 0,
 	       "signal: the thread closes the gate of its part %d", idx);
-	raise(SIGUSR1);
+	r = sig_run(SIG_PUSH);
+	sig_part = idx;
+	r_cpu = sig_run(SIG_PUSH_CPU);
 	rsk_gate_open(&sig_stack->part[idx].gate);
 	alarm(0);
 	if (nr > 1)
-		tap_ok(sig_ret >= 0 && sig_ret != idx,
-		       "signal: the handler's push went to part %d, not the held %d", sig_ret, idx);
+		tap_ok(moved_on(r, idx), "signal: the handler's push went to part %d, not the held %d", r,
+		       idx);
 	else
-		tap_ok(sig_ret == -EDEADLK, "signal: one part, held by the interrupted thread: -EDEADLK (%d)",
-		       sig_ret);
-	sig_ret = -1000;
-	raise(SIGUSR1); /* the gate open again: an ordinary push */
-	tap_ok(sig_ret >= 0 && sig_drain() == (nr > 1 ? 3 : 2), "signal: then a push in a handler as usual");
+		tap_ok(moved_on(r, idx), "signal: one part, held by the interrupted thread: -EDEADLK (%d)",
+		       r);
+	tap_ok(r_cpu == -EDEADLK && sig_stack->part[idx].head == (intptr_t)&sig_nodes[0],
+	       "signal: push_cpu on part %d, whose gate the interrupted thread holds: -EDEADLK, "
+	       "nothing pushed (%d)",
+	       idx, r_cpu);
+	r = sig_run(SIG_PUSH); /* the gate open again: an ordinary push */
+	tap_ok(r >= 0 && sig_drain() == (nr > 1 ? 3 : 2), "signal: then a push in a handler as usual");
 
 	/* The counter: its exchange lock held by this thread, as if a
 	 * handler had interrupted an exchange; the handler's add adds. */
-	sa.sa_handler = sig_add;
-	sigaction(SIGUSR1, &sa, NULL);
 	idx = rsk_counter_add(sig_counter, 1);
-	alarm(20);
+	r = -1000;
+	sig_alarm("counter add");
 	if (idx >= 0 && rsk_gate_close(&sig_counter->part[idx].lock, sig_counter->mode, idx) == 0) {
-		raise(SIGUSR1);
+		r = sig_run(SIG_ADD);
 		rsk_gate_open(&sig_counter->part[idx].lock);
 	}
 	alarm(0);
 	rsk_counter_sum(sig_counter, &sum);
-	tap_ok(idx >= 0 && sig_ret >= 0 && sum == 2,
+	tap_ok(idx >= 0 && r >= 0 && sum == 2,
 	       "signal: a counter add in a handler whose thread holds a part's exchange lock adds (%d, sum %ld)",
-	       sig_ret, (long)sum);
+	       r, (long)sum);
+
+	/* The ptrbuf: a push, then one in a handler while this thread holds
+	 * the gate of the part it used: the pointer is on another part. */
+	idx = rsk_ptrbuf_push(sig_ptrbuf, &sig_nodes[0]);
+	r = -1000;
+	sig_alarm("ptrbuf push");
+	if (idx >= 0 &&
+	    rsk_gate_close(&rsk_ptrbuf_part_(sig_ptrbuf, (size_t)idx)->gate, sig_ptrbuf->mode, idx) == 0) {
+		r = sig_run(SIG_PTRBUF);
+		rsk_gate_open(&rsk_ptrbuf_part_(sig_ptrbuf, (size_t)idx)->gate);
+	}
+	alarm(0);
+	tap_ok(idx >= 0 && moved_on(r, idx) &&
+		       (nr == 1 || (rsk_ptrbuf_pop_cpu(sig_ptrbuf, r, &p) == 0 && p == &sig_item)),
+	       "signal: a ptrbuf push in a handler whose thread holds the gate of part %d: on part %d "
+	       "(-EDEADLK if that is the only part)",
+	       idx, r);
+
+	/* The copybuf: the same. */
+	idx = rsk_copybuf_push(sig_copybuf, &back);
+	r = -1000;
+	sig_alarm("copybuf push");
+	if (idx >= 0 &&
+	    rsk_gate_close(&rsk_copybuf_part_(sig_copybuf, (size_t)idx)->gate, sig_copybuf->mode, idx) == 0) {
+		r = sig_run(SIG_COPYBUF);
+		rsk_gate_open(&rsk_copybuf_part_(sig_copybuf, (size_t)idx)->gate);
+	}
+	alarm(0);
+	tap_ok(idx >= 0 && moved_on(r, idx) &&
+		       (nr == 1 || (rsk_copybuf_pop_cpu(sig_copybuf, r, &back) == 0 && back == sig_item)),
+	       "signal: a copybuf push in a handler whose thread holds the gate of part %d: on part %d "
+	       "(-EDEADLK if that is the only part)",
+	       idx, r);
+
 	signal(SIGUSR1, SIG_DFL);
+	signal(SIGALRM, SIG_DFL);
 	rsk_stack_destroy(sig_stack);
 	rsk_counter_destroy(sig_counter);
+	rsk_ptrbuf_destroy(sig_ptrbuf);
+	rsk_copybuf_destroy(sig_copybuf);
 }
 
 /* Resident memory of this process, from /proc/self/statm; 0 if unknown. */
