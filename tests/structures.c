@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <rseqkit/rseqkit.h>
-#include "tap.h"
+#include "harness.h"
 
 /* Whether RSK_INDEX_CID structures get mm_cid here (see percpu.h). */
 static int cid_structures(void)
@@ -619,6 +619,34 @@ static void signal_on_own_gate(void)
 	rsk_copybuf_destroy(sig_copybuf);
 }
 
+/* The signal checks again in a fresh process without rseq
+ * (RSEQKIT_DISABLE=1: every operation on its slow path, as under valgrind,
+ * seccomp or an old kernel, where a handler is likeliest to interrupt its
+ * own thread's gate), its points relayed here: N_SIGNAL_SLOW of them. */
+#define N_SIGNAL_SLOW (1 + N_SIGNAL + 1)
+static void disable_rseq(const void *arg)
+{
+	(void)arg;
+	setenv("RSEQKIT_DISABLE", "1", 1);
+}
+
+static void signal_without_rseq(void)
+{
+	/* This program's path: under valgrind /proc/self/exe is valgrind,
+	 * and readlink() of it the program (which then runs natively). */
+	char self[PATH_MAX] = "/proc/self/exe";
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *argv[] = { self, (char *)"--signal-child", NULL };
+	struct child_spec cs = { argv, NULL, disable_rseq, NULL };
+	int first = tap_n;
+
+	if (n > 0)
+		self[n] = '\0';
+	relay_child("RSEQKIT_DISABLE=1", &cs);
+	while (tap_n < first + N_SIGNAL_SLOW) /* the plan stays right */
+		tap_ok(0, "[RSEQKIT_DISABLE=1] a point the child did not reach");
+}
+
 /* Resident memory of this process, from /proc/self/statm; 0 if unknown. */
 static size_t resident_bytes(void)
 {
@@ -668,11 +696,11 @@ static void buffers_commit_lazily(void)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct rsk_status st;
 	cpu_set_t one;
-	int modes;
+	int modes, signal_child = argc > 1 && strcmp(argv[1], "--signal-child") == 0;
 
 	/* Without rseq (RSEQKIT_DISABLE=1, valgrind, seccomp) every operation
 	 * takes its slow path: the same checks must pass. */
@@ -685,9 +713,17 @@ int main(void)
 	CPU_SET(sched_getcpu(), &one);
 	sched_setaffinity(0, sizeof(one), &one);
 
+	if (signal_child) { /* signal_without_rseq()'s child */
+		tap_plan(1 + N_SIGNAL);
+		tap_ok(!st.available && rsk_index(RSK_INDEX_CPU) < 0,
+		       "rseq unavailable (%s): every operation takes its slow path",
+		       st.reason ? st.reason : "?");
+		signal_on_own_gate();
+		return tap_done();
+	}
 	modes = 2; /* cid falls back to cpu where mm_cid is missing */
 	tap_plan(modes * (N_COUNTER + N_SPINLOCK + N_STACK + N_PTRBUF + N_COPYBUF + N_REMOTE) + N_SLOW + N_SIGNAL +
-		 N_RSS);
+		 N_SIGNAL_SLOW + N_RSS);
 	for (int m = 0; m < modes; m++) {
 		const char *mn = m ? "cid" : "cpu";
 		counter((enum rsk_index_mode)m, mn);
@@ -699,6 +735,7 @@ int main(void)
 	}
 	slow_paths();
 	signal_on_own_gate();
+	signal_without_rseq();
 	buffers_commit_lazily();
 	return tap_done();
 }
