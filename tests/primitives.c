@@ -10,7 +10,9 @@
  * and a copy longer than RSK_CMPCOPYSTORE_MAX_WORDS are -EINVAL from every
  * primitive, before the section, storing nothing; rsk_index() and
  * rsk_index_slow() return -1 for the unknown mode.  The cases that crashed
- * before (a NULL v, a huge copy that wrote below dst) run in children.
+ * before (a NULL v, a huge copy that wrote below dst) run in children, as
+ * do the copies of 0 words and of too many, in each index mode, between
+ * guard words right below and above dst.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -47,6 +49,8 @@ static int nslots;
 		idxvar < 0 ? RSK_ABORTED : r_;                                 \
 	})
 
+static int copy_nothing(enum rsk_index_mode m, size_t n, int want, char *why, size_t size);
+
 static __attribute__((unused)) void single_thread(enum rsk_index_mode m, const char *mn)
 {
 	int i;
@@ -77,8 +81,22 @@ static __attribute__((unused)) void single_thread(enum rsk_index_mode m, const c
 	tap_ok(RETRY(m, i, rsk_cmpcopystore_release(m, i, &v, 4, dst, src, 3, 7)) == RSK_CMPFAIL &&
 		       v == 6 && dst[0] == 0,
 	       "%s cmpcopystore_release fails without copying", mn);
-	tap_ok(RETRY(m, i, rsk_cmpcopystore(m, i, &v, 6, dst, src, 0, 7)) == RSK_OK && v == 7,
-	       "%s cmpcopystore of 0 words commits", mn);
+	{
+		char why[64] = "", why2[64] = "";
+		int bad;
+
+		/* In a child, v 6 -> 7 there: the same here. */
+		bad = copy_nothing(m, 0, RSK_OK, why, sizeof(why));
+		tap_ok(!bad, "%s cmpcopystore of 0 words commits; dst and the guard words below and "
+			     "above it unchanged%s%s",
+		       mn, bad ? ": " : "", why);
+		v = 7;
+		bad = copy_nothing(m, (size_t)-1, -EINVAL, why, sizeof(why));
+		bad += copy_nothing(m, RSK_CMPCOPYSTORE_MAX_WORDS + 1, -EINVAL, why2, sizeof(why2));
+		tap_ok(!bad, "%s cmpcopystore of (size_t)-1 and of RSK_CMPCOPYSTORE_MAX_WORDS + 1 words: "
+			     "-EINVAL; v, dst and the guard words below and above it unchanged%s%s%s%s",
+		       mn, why[0] ? "; (size_t)-1: " : "", why, why2[0] ? "; MAX + 1: " : "", why2);
+	}
 	tap_ok(RETRY(m, i, rsk_add(m, i, &v, -10)) == RSK_OK && v == -3, "%s add of a negative count", mn);
 
 	struct node { intptr_t payload; struct node *next; } n2 = { 2, NULL }, n1 = { 1, &n2 };
@@ -206,6 +224,51 @@ static int child_status(pid_t pid, char *why, size_t size)
 
 #define GUARD_WORDS 512
 #define GUARD_FILL  ((intptr_t)0x5a5a5a5a)
+
+/* rsk_cmpcopystore(m) of n words from {11, 22, 33} into a 3-word dst
+ * {1, 2, 3} with a guard word right below it and one right above, in a
+ * child (a copy that runs away from dst faults there, and is reported
+ * instead of ending this test).  n is 0 or beyond the bound: nothing may
+ * be copied.  It must return want, with *v 6 -> 7 when that is RSK_OK and
+ * untouched otherwise, and leave dst and both guard words as they were.
+ * Returns 0, or 1 with why said. */
+static int copy_nothing(enum rsk_index_mode m, size_t n, int want, char *why, size_t size)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		static struct {
+			intptr_t below, dst[3], above;
+		} g;
+		const intptr_t src[3] = { 11, 22, 33 };
+		intptr_t v = 6;
+		int i, r, ok;
+
+		_Static_assert(sizeof(g) == 5 * sizeof(intptr_t), "the guard words touch dst");
+		alarm(10);
+		g.below = g.above = GUARD_FILL;
+		g.dst[0] = 1;
+		g.dst[1] = 2;
+		g.dst[2] = 3;
+		r = RETRY(m, i, rsk_cmpcopystore(m, i, &v, 6, g.dst, src, n, 7));
+		ok = r == want && v == (want == RSK_OK ? 7 : 6) && g.below == GUARD_FILL &&
+		     g.above == GUARD_FILL && g.dst[0] == 1 && g.dst[1] == 2 && g.dst[2] == 3;
+		if (!ok)
+			printf("# cmpcopystore of %zu words: returned %d (want %d), v %ld; guard below "
+			       "%#lx, dst {%ld, %ld, %ld}, guard above %#lx\n",
+			       n, r, want, (long)v, (unsigned long)g.below, (long)g.dst[0],
+			       (long)g.dst[1], (long)g.dst[2], (unsigned long)g.above);
+		fflush(stdout);
+		_exit(ok ? 0 : 1);
+	}
+	if (pid < 0) {
+		snprintf(why, size, "fork: %s", strerror(errno));
+		return 1;
+	}
+	return child_status(pid, why, size);
+}
 
 /* A copy of n words into a 4-word dst between two guard regions: must be
  * -EINVAL with *v, dst and both guards untouched.  In a child: before the
@@ -414,7 +477,7 @@ int main(void)
 #ifdef RSEQKIT_NEGATIVE_CONTROL
 	tap_plan(modes);
 #else
-	tap_plan(modes * (25 + 3 * OP_KINDS) + 8);
+	tap_plan(modes * (26 + 3 * OP_KINDS) + 8);
 	bad_arguments();
 	for (int m = 0; m < modes; m++)
 		single_thread((enum rsk_index_mode)m, m ? "cid" : "cpu");

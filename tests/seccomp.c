@@ -19,7 +19,8 @@
  * process if rseqkit had registered glibc's area in their creator.  With
  * glibc's registration on (owner libc) glibc itself registers each new
  * thread and aborts when that fails: its rule, checked here so that the
- * documentation stays true.
+ * documentation stays true.  Each owner mode (library, own-area, none,
+ * libc) under an EPERM and an ENOSYS filter.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -53,6 +54,7 @@ static const struct variant variants[] = {
 	{ "late-enosys-own-area", ENOSYS, 0, "own-area", 0, 1 },
 	{ "late-eperm-own-area", EPERM, 0, "own-area", 0, 1 },
 	{ "late-eperm-none", EPERM, 0, "library", 0, 2 },
+	{ "late-enosys-none", ENOSYS, 0, "library", 0, 2 },
 	{ "late-eperm-libc", EPERM, 0, "libc", 0, 1 },
 	{ "late-enosys-libc", ENOSYS, 0, "libc", 0, 1 },
 };
@@ -272,6 +274,10 @@ static void late_body(void)
 	int e = install_filter(err, 0);
 	if (!tap_ok(e == 0, "filter installed at run time (%s)", e ? strerror(e) : "ok"))
 		return;
+	errno = 0;
+	long r = syscall(RSK_ARCH_NR_RSEQ, NULL, 0, 0, 0);
+	tap_ok(r == -1 && errno == err, "the filter answers rseq(2) with %s (%s)", strerror(err),
+	       strerror(errno));
 	enum { NT = 4 };
 	pthread_t th[NT];
 	struct late_check tc[NT];
