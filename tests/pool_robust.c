@@ -171,18 +171,10 @@ static void bound(void)
 	}
 }
 
-/* The checks read freed memory on purpose: not under a sanitizer. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-
 /* Destroy twice, use after destroy: -EINVAL from everything that reaches
  * the library out of line, while nothing allocates in between (so the
- * pool's freed memory, and its dead magic word, are not reused). */
+ * pool's freed memory, and its dead magic word, are not reused).  The
+ * checks read freed memory on purpose: not under a sanitizer (UNDER_ASAN). */
 static void destroyed(void)
 {
 #ifdef UNDER_ASAN

@@ -46,13 +46,6 @@ static void skip(const char *why)
  * structure's size, must be well below that.  glibc's free() keeps such a
  * small block mapped; musl's unmaps it (a 4 KiB counter: the second
  * destroy faults), so elsewhere the check is skipped. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
 
 static const char *no_second_destroy(size_t bytes)
 {

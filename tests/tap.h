@@ -7,6 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* UNDER_ASAN: built with AddressSanitizer (gcc or clang), for the checks
+ * that read freed memory on purpose. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
 static int tap_n, tap_failed;
 
 static inline void tap_plan(int n)
