@@ -181,8 +181,8 @@
  * commit (label 2 and the abort handler follow); out, in: its operands
  * (see RSK_ASM_OUTPUTS); more: clobbers beyond RSK_ARCH_CLOBBERS, a
  * parenthesized list with a leading comma or `()` (ISO C++ includes these
- * headers: no empty variadic arguments).  It declares tmp.  32-bit ARM, which has no asm goto,
- * defines its own (arch/arm.h).
+ * headers: no empty variadic arguments).  It declares tmp.  32-bit ARM,
+ * which has no asm goto, defines its own (arch/arm.h).
  */
 #ifndef RSK_ARCH_SECTION
 #define RSK_ARCH_SECTION_CMP(body, out, in, more)                              \

@@ -7,16 +7,16 @@
  * arch/at.h for the `_at` dispatch).
  *
  * It declares the prototypes (RSK_ARCH_DEFINE: the signatures of
- * arch/common.h, which the definitions use too); includes the operations;
- * and gives the
- * _release twins: a TSO architecture (RSK_ARCH_TSO) gets them here, as
- * the relaxed operation behind RSK_ARCH_RELEASE_BARRIER(op) - a compiler
- * barrier where the relaxed op does not clobber memory itself, nothing
- * where it does (an extra barrier there changes what GCC lays out, for
- * nothing) - and a weakly ordered
- * one writes them in its ops.h, which is included again with
- * RSK_ARCH_RELEASE 1 (its RSK_RELEASED(...) parts then in, and its ops
- * without a _release twin skipped with #if !RSK_ARCH_RELEASE).
+ * arch/common.h, which the definitions use too), includes the operations,
+ * and gives the _release twins:
+ *   - a TSO architecture (RSK_ARCH_TSO) gets them here, as the relaxed
+ *     operation behind RSK_ARCH_RELEASE_BARRIER(op): a compiler barrier
+ *     where the relaxed op does not clobber memory itself, nothing where
+ *     it does (an extra barrier there changes what GCC lays out, for
+ *     nothing);
+ *   - a weakly ordered one writes them in its ops.h, which is included
+ *     again with RSK_ARCH_RELEASE 1 (its RSK_RELEASED(...) parts then in,
+ *     its ops without a _release twin skipped with #if !RSK_ARCH_RELEASE).
  */
 #ifndef RSK_ARCH_INSIDE
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/variant.h"
