@@ -39,19 +39,19 @@ static void skip(const char *why)
 
 /* Destroy twice: the second destroy must find the structure's dead mark
  * (-EINVAL).  It reads the block the first one freed, on purpose: not
- * under AddressSanitizer or valgrind, which rightly call that a use after
- * free; and only for a block that stays mapped after free() - nothing
- * allocates in between, and the library maps (and unmaps at destroy)
- * blocks of 64 KiB and more itself, so bytes, an upper bound of the
- * structure's size, must be well below that.  glibc's free() keeps such a
- * small block mapped; musl's unmaps it (a 4 KiB counter: the second
- * destroy faults), so elsewhere the check is skipped. */
+ * under AddressSanitizer, ThreadSanitizer or valgrind, which rightly call
+ * that a use after free; and only for a block that stays mapped after
+ * free() - nothing allocates in between, and the library maps (and unmaps
+ * at destroy) blocks of 64 KiB and more itself, so bytes, an upper bound
+ * of the structure's size, must be well below that.  glibc's free() keeps
+ * such a small block mapped; musl's unmaps it (a 4 KiB counter: the
+ * second destroy faults), so elsewhere the check is skipped. */
 
 static const char *no_second_destroy(size_t bytes)
 {
-#ifdef UNDER_ASAN
+#ifdef FREED_READS_REPORTED
 	(void)bytes;
-	return "reads freed memory on purpose (AddressSanitizer)";
+	return "reads freed memory on purpose (a sanitizer reports that)";
 #elif !defined(__GLIBC__)
 	(void)bytes;
 	return "this libc's free() may unmap the block (musl's does)";

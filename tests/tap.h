@@ -7,13 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* UNDER_ASAN: built with AddressSanitizer (gcc or clang), for the checks
- * that read freed memory on purpose. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
+/* FREED_READS_REPORTED: built with a sanitizer that reports a read of
+ * freed memory (AddressSanitizer, ThreadSanitizer; gcc or clang), for the
+ * checks that make one on purpose. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FREED_READS_REPORTED 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define FREED_READS_REPORTED 1
 #endif
 #endif
 
