@@ -177,7 +177,24 @@ struct rsk_percpu_kind {
  * operation under a part's gate.  Returns the index of the part used, or
  * -ENOENT, -ENOSPC, -EINVAL (a destroyed structure), or the gate's error.
  */
-int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_try first);
+int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_try first);
+/* Where no thread of the process runs sections (the structure's fast_nr_
+ * is 0: rseq unavailable or disabled), every operation comes here: the
+ * thread's home part under its gate, taken as a plain lock (no retries,
+ * registration or fence, which only sections need). */
+int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg);
+
+static inline int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg,
+				  enum rsk_try first)
+{
+	const struct rsk_percpu_head *h = s;
+
+	/* Dispatched here, before the retry path's frame is set up: in a
+	 * process without rseq this is every operation's path. */
+	if (__builtin_expect(h->fast_nr_ == 0, 0) && k->gate != NULL)
+		return rsk_percpu_plain_(s, k, arg);
+	return rsk_percpu_retry_(s, k, arg, first);
+}
 
 /* An operation on part `cpu` from anywhere (rsk_<name>_*_cpu): under its
  * gate (k->gate is not NULL).  Returns 0, -EINVAL (s NULL or destroyed, cpu outside the
@@ -190,6 +207,12 @@ int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *a
  * `what` and `obj` name it in RSEQKIT_GATE_WARN_MS reports. */
 int rsk_lock_take_(intptr_t *lock, const char *what, const void *obj);
 void rsk_lock_drop_(intptr_t *lock);
+
+/* Close part idx's gate where no thread runs sections (rsk_fast's offset
+ * is 0): rsk_gate_close() less the fence and the time-slice region, which
+ * only sections need.  0, -EDEADLK or -EOWNERDEAD; rsk_lock_drop_()
+ * opens it. */
+int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *obj);
 /* Whether the calling thread holds *lock (a gate or such a lock). */
 int rsk_lock_mine_(const intptr_t *lock);
 

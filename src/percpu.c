@@ -169,7 +169,44 @@ static int final_error(enum rsk_try r)
 	return r == RSK_TRY_EMPTY ? -ENOENT : r == RSK_TRY_FULL ? -ENOSPC : -EINVAL;
 }
 
-int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_try r)
+/* See internal.h: the slow path where nothing runs sections. */
+int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg)
+{
+	const struct rsk_percpu_head *h = s;
+	int idx, moved = 0;
+	unsigned round = 0;
+
+	if (!rsk_percpu_alive_(h))
+		return -EINVAL; /* used after rsk_<name>_destroy() */
+	idx = home_index(h->nr);
+	for (;;) {
+		intptr_t *gate = k->gate(s, idx);
+		int err = rsk_gate_take_plain_(gate, idx, k->name, s);
+		enum rsk_try r;
+
+		if (__builtin_expect(err != 0, 0)) {
+			if (err != -EDEADLK || ++moved >= h->nr)
+				return err;
+			/* A handler interrupted this thread's own slow path
+			 * on that part: the next one. */
+			idx = (idx + 1) % h->nr;
+			home_part = idx;
+			continue;
+		}
+		r = k->locked(s, idx, arg);
+		rsk_lock_drop_(gate);
+		if (round == 0)
+			rsk_note_slow_path_at(idx);
+		if (__builtin_expect(r == RSK_TRY_DONE, 1))
+			return idx;
+		if (r != RSK_TRY_CHANGED || k->wait == NULL)
+			return final_error(r);
+		/* Busy (a held lock): wait with the gate open. */
+		k->wait(s, idx, round++);
+	}
+}
+
+int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_try r)
 {
 	struct rsk_percpu_head *h = s;
 	unsigned aborts = 0, round = 0;

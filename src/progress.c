@@ -806,6 +806,17 @@ void rsk_lock_drop_(intptr_t *lock)
 	gate_release(lock);
 }
 
+/* A part's gate where no thread of the process runs sections: nothing to
+ * fence and no time-slice region (the extension needs a registration);
+ * traced and reported as the part's gate. */
+int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *obj)
+{
+	int err = gate_take(gate, idx, what, obj);
+
+	RSK_PROBE2(gate_close, idx, err);
+	return err;
+}
+
 /* A hold without a word (the pool's objects in transit between a cache
  * and the depot): fork() waits for it as for a held gate. */
 void rsk_hold_enter_(void)
