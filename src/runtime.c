@@ -532,6 +532,8 @@ void rsk_init_once(void)
 				(p->owner == RSK_OWNER_LIBC || p->own_area);
 	/* RSEQKIT_NO_SLICE=1: the user's word (and slice-bench's row without). */
 	rsk_fast.slice_ok = !env_switch("RSEQKIT_NO_SLICE", 0) && rsk_slice_offered_(p);
+	__atomic_store_n(&rsk_fast.cid_offset,
+			 p->owner != RSK_OWNER_NONE && rsk_fast.cid_ok ? offset : 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&rsk_fast.area_offset, p->owner != RSK_OWNER_NONE ? offset : 0,
 			 __ATOMIC_RELEASE);
 	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);
