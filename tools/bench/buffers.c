@@ -19,9 +19,12 @@ BENCH_LOOP_DECL(xfer_rptr);
 void BENCH_LOOP(xfer_rptr)(void *sh, struct thr *t, unsigned n)
 {
 	struct xfer_state *s = sh;
-#define RP_PUSH(id) ({ int r_ = rsk_ptrbuf_push(s->rp, &s->nodes[id]); \
+	/* In locals, as the hand-written loop keeps them (see lock.c). */
+	struct rsk_ptrbuf *rp = s->rp;
+	struct snode *nodes = s->nodes;
+#define RP_PUSH(id) ({ int r_ = rsk_ptrbuf_push(rp, &nodes[id]); \
 	if (r_ < 0 && r_ != -ENOSPC) { t->aux = r_; } r_ < 0 ? -1 : 0; })
-#define RP_POP(p) ({ void *o_; int r_ = rsk_ptrbuf_pop(s->rp, &o_); \
+#define RP_POP(p) ({ void *o_; int r_ = rsk_ptrbuf_pop(rp, &o_); \
 	if (r_ < 0 && r_ != -ENOENT) { t->aux = r_; } \
 	if (r_ >= 0) { *(p) = ((struct snode *)o_)->id; } r_ < 0 ? -1 : 0; })
 	XFER_LOOP(s, t, n, RP_PUSH, RP_POP);
@@ -32,11 +35,12 @@ void BENCH_LOOP(xfer_rptr)(void *sh, struct thr *t, unsigned n)
 	void BENCH_LOOP(xfer_rcopy##W)(void *sh, struct thr *t, unsigned n)    \
 	{                                                                      \
 		struct xfer_state *s = sh;                                     \
+		struct rsk_copybuf *rc = s->rc; /* a local: see lock.c */      \
 		COPY_LOOP(s, t, n, W, RC_PUSH##W, RC_POP##W);                         \
 	}
-#define RC_PUSH(W, id) ({ ITEM_FILL(v_, W, id); int r_ = rsk_copybuf_push(s->rc, v_); \
+#define RC_PUSH(W, id) ({ ITEM_FILL(v_, W, id); int r_ = rsk_copybuf_push(rc, v_); \
 	if (r_ < 0 && r_ != -ENOSPC) { t->aux = r_; } r_ < 0 ? -1 : 0; })
-#define RC_POP(W, p) ({ int r_ = rsk_copybuf_pop(s->rc, v_); \
+#define RC_POP(W, p) ({ int r_ = rsk_copybuf_pop(rc, v_); \
 	if (r_ < 0 && r_ != -ENOENT) { t->aux = r_; } \
 	if (r_ >= 0) { torn_ |= ITEM_TORN(v_, W); *(p) = v_[0]; } r_ < 0 ? -1 : 0; })
 #define RC_PUSH2(id) RC_PUSH(2, id)
