@@ -482,6 +482,7 @@ void rsk_init_once(void)
 {
 	struct rsk_process *p = &rsk_process;
 	ptrdiff_t offset;
+	int cid;
 	sigset_t all, saved;
 	long mb;
 
@@ -525,15 +526,16 @@ void rsk_init_once(void)
 	 * inline fast paths start using it as soon as it is nonzero. */
 	offset = 0;
 	decide_owner(p, &offset);
-	rsk_fast.cid_ok = p->owner != RSK_OWNER_NONE &&
-			  p->feature_size >= RSK_ABI_OFF_MM_CID + 4 &&
-			  p->registered_size >= RSK_ABI_OFF_MM_CID + 4;
+	cid = p->owner != RSK_OWNER_NONE && offset == (int)offset &&
+	      p->feature_size >= RSK_ABI_OFF_MM_CID + 4 &&
+	      p->registered_size >= RSK_ABI_OFF_MM_CID + 4;
+	/* cid_ok is the offset itself where mm_cid is the kernel's: one word
+	 * for rsk_mm_cid() to test (thread.h). */
+	__atomic_store_n(&rsk_fast.cid_ok, cid ? (int)offset : 0, __ATOMIC_RELAXED);
 	p->cid_for_structures = rsk_fast.cid_ok &&
 				(p->owner == RSK_OWNER_LIBC || p->own_area);
 	/* RSEQKIT_NO_SLICE=1: the user's word (and slice-bench's row without). */
 	rsk_fast.slice_ok = !env_switch("RSEQKIT_NO_SLICE", 0) && rsk_slice_offered_(p);
-	__atomic_store_n(&rsk_fast.cid_offset,
-			 p->owner != RSK_OWNER_NONE && rsk_fast.cid_ok ? offset : 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&rsk_fast.area_offset, p->owner != RSK_OWNER_NONE ? offset : 0,
 			 __ATOMIC_RELEASE);
 	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);

@@ -64,17 +64,15 @@ struct rsk_status {
  * use the functions below.  area_offset is the rseq area's offset from the
  * thread pointer (never 0 for a real area), or 0 until the library is
  * initialised and where rseq is unavailable; cid_ok is nonzero when mm_cid
- * is written by the kernel; slice_ok is nonzero when the kernel offers the
- * time-slice extension to this process's registrations (<rseqkit/slice.h>);
- * cid_offset is area_offset where cid_ok, else 0 (rsk_mm_cid() tests one
- * word instead of two; added last, so a program built against the older
- * layout still finds the others where they were).
+ * is written by the kernel, and then it is area_offset itself (an offset
+ * within the static TLS block fits an int), so that rsk_mm_cid() tests one
+ * word instead of two; slice_ok is nonzero when the kernel offers the
+ * time-slice extension to this process's registrations (<rseqkit/slice.h>).
  */
 struct rsk_fast {
 	ptrdiff_t area_offset;
 	int cid_ok;
 	int slice_ok;
-	ptrdiff_t cid_offset;
 };
 /* Users' code sees it const: it is written once, at initialisation (the
  * library's constructor, or the first call before that), and with a
@@ -233,7 +231,7 @@ static inline int rsk_cpu_start(void)
  */
 static inline int rsk_mm_cid(void)
 {
-	ptrdiff_t off = rsk_fast.cid_offset;
+	ptrdiff_t off = rsk_fast.cid_ok; /* the area offset, or 0 */
 
 	if (__builtin_expect(off != 0, 1)) {
 		rsk_arch_area_t area = rsk_arch_area_of(off);
