@@ -347,7 +347,7 @@ static void available_checks(void)
 		if (prctl(RSK_ABI_PR_RSEQ_SLICE_EXTENSION, RSK_ABI_PR_RSEQ_SLICE_EXTENSION_GET, 0,
 			  0, 0) != RSK_ABI_PR_RSEQ_SLICE_EXT_ENABLE)
 			bad |= 1;
-		for (int i = 0; i < 100 && !shown && !(bad & 10); i++) {
+		for (int i = 0; i < 100 && !shown && !(bad & (2 | 8)); i++) {
 			rsk_slice_t s = rsk_slice_begin();
 			shown = req() == 1;
 			rsk_slice_end(s);
