@@ -178,11 +178,62 @@ struct rsk_percpu_kind {
  * -ENOENT, -ENOSPC, -EINVAL (a destroyed structure), or the gate's error.
  */
 int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_try first);
-/* Where no thread of the process runs sections (the structure's fast_nr_
+/* The error of an operation that ended with r (not RSK_TRY_DONE). */
+static inline int rsk_percpu_final_error_(enum rsk_try r)
+{
+	return r == RSK_TRY_EMPTY ? -ENOENT : r == RSK_TRY_FULL ? -ENOSPC : -EINVAL;
+}
+
+/* The part of a thread that runs no sections (its first use chooses it
+ * from the CPU; a gate held by its own interrupted slow path moves it),
+ * below nr. */
+int rsk_percpu_home_(int nr);
+
+/* Where no thread runs sections (rsk_fast's offset is 0), part idx's gate
+ * as a plain lock: rsk_gate_close() less the fence and the time-slice
+ * region, which only sections need.  0, -EDEADLK or -EOWNERDEAD. */
+int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *obj);
+/* Open it again, and count a slow path on part idx when `count`
+ * (rsk_note_slow_path_at()). */
+void rsk_gate_drop_plain_(intptr_t *gate, int idx, int count);
+
+/*
+ * Where no thread of the process runs sections (the structure's fast_nr_
  * is 0: rseq unavailable or disabled), every operation comes here: the
  * thread's home part under its gate, taken as a plain lock (no retries,
- * registration or fence, which only sections need). */
-int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg);
+ * registration or fence, which only sections need).
+ *
+ * rsk_percpu_plain() is the first try, inline in each structure's slow
+ * path: there k is a constant, so its gate and locked calls are direct
+ * and inlined, and one operation makes three calls (home, take, drop).
+ * rsk_percpu_plain_() does the rest: a destroyed structure, a gate held
+ * by this thread's own interrupted slow path (the next part), and a busy
+ * part (`busy`, its index; -1 when the first try did not run locked).
+ */
+int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg, int busy);
+
+static inline __attribute__((always_inline)) int
+rsk_percpu_plain(void *s, const struct rsk_percpu_kind *k, void *arg)
+{
+	const struct rsk_percpu_head *h = s;
+	intptr_t *gate;
+	enum rsk_try r;
+	int idx;
+
+	if (__builtin_expect(!rsk_percpu_alive_(h), 0))
+		return rsk_percpu_plain_(s, k, arg, -1);
+	idx = rsk_percpu_home_(h->nr);
+	gate = k->gate(s, idx);
+	if (__builtin_expect(rsk_gate_take_plain_(gate, idx, k->name, s) != 0, 0))
+		return rsk_percpu_plain_(s, k, arg, -1);
+	r = k->locked(s, idx, arg);
+	rsk_gate_drop_plain_(gate, idx, 1);
+	if (__builtin_expect(r == RSK_TRY_DONE, 1))
+		return idx;
+	if (r == RSK_TRY_CHANGED && k->wait != NULL)
+		return rsk_percpu_plain_(s, k, arg, idx);
+	return rsk_percpu_final_error_(r);
+}
 
 static inline int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg,
 				  enum rsk_try first)
@@ -192,7 +243,7 @@ static inline int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void
 	/* Dispatched here, before the retry path's frame is set up: in a
 	 * process without rseq this is every operation's path. */
 	if (__builtin_expect(h->fast_nr_ == 0, 0) && k->gate != NULL)
-		return rsk_percpu_plain_(s, k, arg);
+		return rsk_percpu_plain(s, k, arg);
 	return rsk_percpu_retry_(s, k, arg, first);
 }
 
@@ -208,11 +259,6 @@ int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *a
 int rsk_lock_take_(intptr_t *lock, const char *what, const void *obj);
 void rsk_lock_drop_(intptr_t *lock);
 
-/* Close part idx's gate where no thread runs sections (rsk_fast's offset
- * is 0): rsk_gate_close() less the fence and the time-slice region, which
- * only sections need.  0, -EDEADLK or -EOWNERDEAD; rsk_lock_drop_()
- * opens it. */
-int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *obj);
 /* Whether the calling thread holds *lock (a gate or such a lock). */
 int rsk_lock_mine_(const intptr_t *lock);
 

@@ -101,15 +101,26 @@ int rsk_percpu_destroy(void *s, size_t size)
  */
 static __thread int home_part = -1;
 
-static int home_index(int nr)
+static __attribute__((noinline)) int home_choose(int nr)
 {
 	int h = home_part;
 
-	if (__builtin_expect(h < 0, 0)) {
+	if (h < 0) {
 		int cpu = rsk_cpu();
 		home_part = h = cpu >= 0 ? cpu : 0;
 	}
 	return h % nr;
+}
+
+/* See internal.h. */
+int rsk_percpu_home_(int nr)
+{
+	int h = home_part;
+
+	/* Almost always: chosen, and below nr (a CPU number). */
+	if (__builtin_expect((unsigned)h < (unsigned)nr, 1))
+		return h;
+	return home_choose(nr);
 }
 
 int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr)
@@ -117,11 +128,11 @@ int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr)
 	int idx;
 
 	if (rsk_fast.area_offset == 0) /* no thread runs sections */
-		return home_index(nr);
+		return rsk_percpu_home_(nr);
 	idx = rsk_index(mode);
 	if ((unsigned)idx < (unsigned)nr)
 		return idx;
-	return home_index(nr);
+	return rsk_percpu_home_(nr);
 }
 
 /* After RSK_TRY_NO_INDEX: whether the thread can run sections on this
@@ -166,11 +177,12 @@ static int stopped_by_guard(const struct rsk_percpu_head *h)
 
 static int final_error(enum rsk_try r)
 {
-	return r == RSK_TRY_EMPTY ? -ENOENT : r == RSK_TRY_FULL ? -ENOSPC : -EINVAL;
+	return rsk_percpu_final_error_(r);
 }
 
-/* See internal.h: the slow path where nothing runs sections. */
-int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg)
+/* See internal.h: the slow path where nothing runs sections, after its
+ * first try (rsk_percpu_plain()) did not end the operation. */
+int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg, int busy)
 {
 	const struct rsk_percpu_head *h = s;
 	int idx, moved = 0;
@@ -178,7 +190,13 @@ int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg)
 
 	if (!rsk_percpu_alive_(h))
 		return -EINVAL; /* used after rsk_<name>_destroy() */
-	idx = home_index(h->nr);
+	if (busy >= 0) {
+		/* The first try found part `busy` busy (and counted). */
+		idx = busy;
+		k->wait(s, idx, round++);
+	} else {
+		idx = rsk_percpu_home_(h->nr);
+	}
 	for (;;) {
 		intptr_t *gate = k->gate(s, idx);
 		int err = rsk_gate_take_plain_(gate, idx, k->name, s);
@@ -194,9 +212,7 @@ int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg)
 			continue;
 		}
 		r = k->locked(s, idx, arg);
-		rsk_lock_drop_(gate);
-		if (round == 0)
-			rsk_note_slow_path_at(idx);
+		rsk_gate_drop_plain_(gate, idx, round == 0);
 		if (__builtin_expect(r == RSK_TRY_DONE, 1))
 			return idx;
 		if (r != RSK_TRY_CHANGED || k->wait == NULL)

@@ -333,7 +333,7 @@ static uint32_t *gate_futex(intptr_t *gate)
 #endif
 }
 
-static void gate_wake(intptr_t *gate)
+static __attribute__((noinline)) void gate_wake(intptr_t *gate)
 {
 	int saved = errno;
 
@@ -509,17 +509,25 @@ static __attribute__((noinline)) void slot_untrack(struct gate_slot *s, const in
 	__atomic_store_n(&s->nheld, n - 1, __ATOMIC_RELEASE);
 }
 
-/* slot_untrack(), its common case inline: the last one taken. */
-static inline void slot_release(struct gate_slot *s, intptr_t *word)
+/* slot_untrack()'s common case: `word` is the last one taken.  Returns
+ * whether it was (and is forgotten); otherwise it changed nothing. */
+static inline int slot_release_last(struct gate_slot *s, intptr_t *word)
 {
 	int n = __atomic_load_n(&s->nheld, __ATOMIC_RELAXED);
 
 	if (LIKELY(n > 0 && n <= GATE_TRACK && s->held[n - 1] == word && s != &shared_slot)) {
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		__atomic_store_n(&s->nheld, n - 1, __ATOMIC_RELEASE);
-	} else {
-		slot_untrack(s, word);
+		return 1;
 	}
+	return 0;
+}
+
+/* slot_untrack(), its common case inline. */
+static inline void slot_release(struct gate_slot *s, intptr_t *word)
+{
+	if (!slot_release_last(s, word))
+		slot_untrack(s, word);
 }
 
 /* ---- process-wide control: start-up, fork ---- */
@@ -723,10 +731,12 @@ out:
 	return err;
 }
 
-/* Take *word for the calling thread: 0, -EDEADLK or -EOWNERDEAD. */
-static inline int gate_take(intptr_t *word, int idx, const char *what, const void *obj)
+/* gate_take_as() when the fast try failed: the gate is held, or a fork
+ * (or the start-up) is in progress.  Out of line, so that the common case
+ * keeps no registers to save. */
+static __attribute__((noinline)) int gate_take_wait(struct gate_self *g, intptr_t *word, int idx,
+						    const char *what, const void *obj)
 {
-	struct gate_self *g = self();
 	struct gate_slot *s = g->slot;
 	intptr_t me = g->tid, seen;
 	int n, err;
@@ -753,10 +763,49 @@ static inline int gate_take(intptr_t *word, int idx, const char *what, const voi
 	return 0;
 }
 
-/* Open *word; returns whether the calling thread held it. */
-static inline int gate_release(intptr_t *word)
+/* One try to take *word for the calling thread (g: self()), its common
+ * case: no fork or start-up in progress, the gate open.  The hold is
+ * counted before the compare-and-swap, which fork_prepare() relies on
+ * (see ctl_slow()).  Returns whether it took the gate; when not, it
+ * changed nothing. */
+static inline int gate_try(struct gate_self *g, intptr_t *word)
 {
-	struct gate_self *g = &gself;
+	struct gate_slot *s = g->slot;
+	intptr_t seen = 0;
+	int n;
+
+	if (UNLIKELY(s == &shared_slot))
+		return 0;
+	n = slot_enter(s);
+	if (LIKELY(__atomic_load_n(&gate_ctl, __ATOMIC_RELAXED) == CTL_READY &&
+		   __atomic_compare_exchange_n(word, &seen, (intptr_t)g->tid, 0, __ATOMIC_ACQUIRE,
+					       __ATOMIC_RELAXED))) {
+		slot_track(s, n, word);
+		return 1;
+	}
+	slot_leave_to(s, n);
+	return 0;
+}
+
+/* Take *word for the calling thread (g: self()): 0, -EDEADLK or
+ * -EOWNERDEAD. */
+static inline int gate_take_as(struct gate_self *g, intptr_t *word, int idx, const char *what,
+			       const void *obj)
+{
+	if (LIKELY(gate_try(g, word)))
+		return 0;
+	return gate_take_wait(g, word, idx, what, obj);
+}
+
+static inline int gate_take(intptr_t *word, int idx, const char *what, const void *obj)
+{
+	return gate_take_as(self(), word, idx, what, obj);
+}
+
+/* Open *word (g: the calling thread's gself); returns whether the calling
+ * thread held it. */
+static inline int gate_release_as(struct gate_self *g, intptr_t *word)
+{
 	intptr_t old = __atomic_exchange_n(word, 0, __ATOMIC_RELEASE);
 	int mine = (old & RSK_GATE_TID) == g->tid && g->tid != 0;
 
@@ -767,6 +816,11 @@ static inline int gate_release(intptr_t *word)
 	if (UNLIKELY(old & GATE_WAITERS))
 		gate_wake(word);
 	return mine;
+}
+
+static inline int gate_release(intptr_t *word)
+{
+	return gate_release_as(&gself, word);
 }
 
 /* While a thread holds a closed gate, others wait for it: it asks the
@@ -806,15 +860,75 @@ void rsk_lock_drop_(intptr_t *lock)
 	gate_release(lock);
 }
 
-/* A part's gate where no thread of the process runs sections: nothing to
- * fence and no time-slice region (the extension needs a registration);
- * traced and reported as the part's gate. */
-int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *obj)
+/* rsk_gate_take_plain_() after its try failed (or before the thread's
+ * first take): out of line, so that the try saves no registers. */
+static __attribute__((noinline)) int take_plain_wait(intptr_t *gate, int idx, const char *what,
+						     const void *obj)
 {
-	int err = gate_take(gate, idx, what, obj);
+	int err = gate_take_wait(self(), gate, idx, what, obj);
 
 	RSK_PROBE2(gate_close, idx, err);
 	return err;
+}
+
+/* See internal.h.  Nothing to fence and no time-slice region (the
+ * extension needs a registration); traced and reported as the part's
+ * gate. */
+int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *obj)
+{
+	struct gate_self *g = &gself;
+
+	if (LIKELY(__atomic_load_n(&g->tid, __ATOMIC_RELAXED) != 0 && gate_try(g, gate))) {
+		RSK_PROBE2(gate_close, idx, 0);
+		return 0;
+	}
+	return take_plain_wait(gate, idx, what, obj);
+}
+
+/* Count a slow path of the calling thread (g: its gself) on part idx:
+ * count_event() with the slot already at hand. */
+static inline void count_slow_path(struct gate_self *g, int idx)
+{
+	struct gate_slot *own = g->slot;
+
+	thread_stats.slow_paths++;
+	if (LIKELY(own != &shared_slot)) /* only this thread writes it */
+		__atomic_store_n(&own->counts[ST_SLOW_PATHS],
+				 __atomic_load_n(&own->counts[ST_SLOW_PATHS], __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELAXED);
+	else
+		__atomic_add_fetch(&stat_slot_for(idx)->v[ST_SLOW_PATHS], 1, __ATOMIC_RELAXED);
+	RSK_PROBE1(slow_path, idx);
+}
+
+/* rsk_gate_drop_plain_() past its common case: the gate had waiters, or
+ * the thread's record of its holds is not the simple one. */
+static __attribute__((noinline)) void drop_plain_rest(struct gate_self *g, intptr_t *gate,
+						      intptr_t old, int idx, int count)
+{
+	if ((old & RSK_GATE_TID) == g->tid && g->tid != 0)
+		slot_release(g->slot, gate);
+	if (old & GATE_WAITERS)
+		gate_wake(gate);
+	if (count)
+		count_slow_path(g, idx);
+}
+
+/* See internal.h.  gate_release() and the count in one call, with one
+ * look-up of the thread's state: in a process without rseq this is every
+ * operation's path.  The common case (the thread held the gate, nobody
+ * waits, it is the last hold the thread took) saves no registers. */
+void rsk_gate_drop_plain_(intptr_t *gate, int idx, int count)
+{
+	struct gate_self *g = &gself;
+	intptr_t old = __atomic_exchange_n(gate, 0, __ATOMIC_RELEASE);
+
+	if (LIKELY(old == (intptr_t)g->tid && old != 0 && slot_release_last(g->slot, gate))) {
+		if (count)
+			count_slow_path(g, idx);
+		return;
+	}
+	drop_plain_rest(g, gate, old, idx, count);
 }
 
 /* A hold without a word (the pool's objects in transit between a cache
