@@ -520,12 +520,10 @@ RSK_EXPORT int rsk_pool_destroy(struct rsk_pool *p)
 
 /* The cache of part idx, created on first use (NULL if out of memory:
  * the caller works on the depot directly).  Lock-free, no malloc. */
-static struct rsk_pool_part *get_part(struct pool_impl *pi, int idx)
+static __attribute__((noinline)) struct rsk_pool_part *make_part(struct pool_impl *pi, int idx)
 {
-	struct rsk_pool_part *c = __atomic_load_n(&pi->pub.part[idx], __ATOMIC_ACQUIRE), *none = NULL;
+	struct rsk_pool_part *c, *none = NULL;
 
-	if (c != NULL)
-		return c;
 	c = pi->parts != NULL ? (struct rsk_pool_part *)(void *)(pi->parts + (size_t)idx * pi->part_bytes)
 			      : map_zeroed(pi->part_bytes);
 	if (c == NULL)
@@ -538,6 +536,14 @@ static struct rsk_pool_part *get_part(struct pool_impl *pi, int idx)
 	if (pi->parts == NULL)
 		munmap(c, pi->part_bytes);
 	return none;
+}
+
+/* Cache idx, made on first use; NULL if it cannot be mapped. */
+static inline struct rsk_pool_part *get_part(struct pool_impl *pi, int idx)
+{
+	struct rsk_pool_part *c = __atomic_load_n(&pi->pub.part[idx], __ATOMIC_ACQUIRE);
+
+	return c != NULL ? c : make_part(pi, idx);
 }
 
 /* ---- the caches under their gates: plain code, no slow work ---- */
@@ -556,9 +562,23 @@ static void slots_store(intptr_t *dst, const intptr_t *src, size_t n)
 		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
 }
 
+/* Close and open cache idx's gate.  Where no thread of the process runs
+ * sections (fast_nr_ 0, fixed at creation) the gate is a plain lock:
+ * nothing to fence, no time-slice region, and every allocation comes
+ * here. */
 static int close_part(struct pool_impl *pi, struct rsk_pool_part *c, int idx)
 {
+	if (pi->pub.fast_nr_ == 0)
+		return rsk_gate_take_plain_(&c->gate, idx, "pool", pi);
 	return rsk_gate_close_named_(&c->gate, pi->pub.mode, idx, "pool", pi);
+}
+
+static void open_part(struct pool_impl *pi, struct rsk_pool_part *c, int idx)
+{
+	if (pi->pub.fast_nr_ == 0)
+		rsk_gate_drop_plain_(&c->gate, idx, 0);
+	else
+		open_part(pi, c, idx);
 }
 
 /* Pop one object from cache idx into *obj (0 if it is empty).  Returns 0,
@@ -580,7 +600,7 @@ static int cache_pop(struct pool_impl *pi, int idx, intptr_t *obj)
 		*obj = c->slot[count - 1];
 		__atomic_store_n(&c->count, count - 1, __ATOMIC_RELAXED);
 	}
-	rsk_gate_open(&c->gate);
+	open_part(pi, c, idx);
 	return 0;
 }
 
@@ -604,7 +624,7 @@ static long cache_fill(struct pool_impl *pi, int idx, const intptr_t *objs, size
 		k = n;
 	slots_store(&c->slot[count], objs, k);
 	__atomic_store_n(&c->count, count + (intptr_t)k, __ATOMIC_RELAXED);
-	rsk_gate_open(&c->gate);
+	open_part(pi, c, idx);
 	return (long)k;
 }
 
@@ -629,7 +649,7 @@ static int cache_push(struct pool_impl *pi, int idx, intptr_t obj, struct xfer *
 	if (count >= pi->pub.capacity) {
 		size_t n = (size_t)pi->batch;
 		if (x == NULL) {
-			rsk_gate_open(&c->gate);
+			open_part(pi, c, idx);
 			return -ENOSPC;
 		}
 		if (n > x->cap)
@@ -642,7 +662,7 @@ static int cache_push(struct pool_impl *pi, int idx, intptr_t obj, struct xfer *
 	}
 	__atomic_store_n(&c->slot[count], obj, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->count, count + 1, __ATOMIC_RELAXED);
-	rsk_gate_open(&c->gate);
+	open_part(pi, c, idx);
 	return 0;
 }
 
@@ -921,7 +941,7 @@ RSK_EXPORT int rsk_pool_drain(struct rsk_pool *p, int cpu)
 			/* The newest, from the top: the count drops in one store. */
 			memcpy(x.buf, &c->slot[count - (intptr_t)n], n * sizeof(intptr_t));
 			__atomic_store_n(&c->count, count - (intptr_t)n, __ATOMIC_RELAXED);
-			rsk_gate_open(&c->gate);
+			open_part(pi, c, i);
 			err = depot_put_all(pi, x.buf, n);
 			if (err != 0) {
 				for (size_t k = 0; k < n; k++)
