@@ -12,7 +12,10 @@
  * and wakes them if the bit was set.  Sleepers wake every 500 ms to check
  * that the holder still exists (tgkill(pid, tid, 0)) and, with
  * RSEQKIT_GATE_WARN_MS, to report a long hold.  The pool's depot locks are
- * the same machinery without the fence (rsk_lock_take_()).
+ * the same machinery without the fence (rsk_lock_take_()).  In a process
+ * without rseq the structures' gates are plain locks (no fence) that open
+ * with a plain store instead of the exchange (rsk_gate_drop_plain_()); a
+ * wake-up that store loses is bounded by GATE_PLAIN's shorter sleeps.
  *
  * fork().  A child must not inherit a gate or a depot lock held by a
  * thread that does not exist in it: the part behind it may be half
@@ -322,6 +325,11 @@ static inline void cpu_relax(void)
 #define GATE_WARNED  ((intptr_t)0x10000000) /* a long hold was reported */
 #define GATE_DEAD    ((intptr_t)0x20000000) /* the holder's death was reported */
 #define GATE_WAITERS ((intptr_t)0x40000000) /* waiters may sleep on the futex */
+/* The holder opens it with a plain store (a plain-path gate: see
+ * rsk_gate_drop_plain_()), which can lose a wake-up: waiters sleep at most
+ * PLAIN_SLEEP_MS at a time. */
+#define GATE_PLAIN   ((intptr_t)(uint32_t)0x80000000u)
+#define PLAIN_SLEEP_MS 10
 
 /* The 32-bit half of the word that holds the id and the flags. */
 static uint32_t *gate_futex(intptr_t *gate)
@@ -675,7 +683,8 @@ static __attribute__((noinline)) int gate_wait(intptr_t *word, intptr_t seen, in
 	for (;;) {
 		intptr_t v = __atomic_load_n(word, __ATOMIC_RELAXED);
 		uint64_t waited_ms;
-		long sleep_ms = 500; /* the holder's existence is checked this often */
+		/* The holder's existence is checked this often. */
+		long sleep_ms = (v & GATE_PLAIN) ? PLAIN_SLEEP_MS : 500;
 
 		if (v == 0)
 			break;
@@ -735,7 +744,7 @@ out:
  * (or the start-up) is in progress.  Out of line, so that the common case
  * keeps no registers to save. */
 static __attribute__((noinline)) int gate_take_wait(struct gate_self *g, intptr_t *word, int idx,
-						    const char *what, const void *obj)
+						    const char *what, const void *obj, intptr_t bits)
 {
 	struct gate_slot *s = g->slot;
 	intptr_t me = g->tid, seen;
@@ -749,7 +758,7 @@ static __attribute__((noinline)) int gate_take_wait(struct gate_self *g, intptr_
 		if (UNLIKELY(ctl != CTL_READY) && ctl_slow(s, n, ctl))
 			continue;
 		seen = 0;
-		if (LIKELY(__atomic_compare_exchange_n(word, &seen, me, 0, __ATOMIC_ACQUIRE,
+		if (LIKELY(__atomic_compare_exchange_n(word, &seen, me | bits, 0, __ATOMIC_ACQUIRE,
 						       __ATOMIC_RELAXED)))
 			break;
 		slot_leave_to(s, n);
@@ -766,9 +775,9 @@ static __attribute__((noinline)) int gate_take_wait(struct gate_self *g, intptr_
 /* One try to take *word for the calling thread (g: self()), its common
  * case: no fork or start-up in progress, the gate open.  The hold is
  * counted before the compare-and-swap, which fork_prepare() relies on
- * (see ctl_slow()).  Returns whether it took the gate; when not, it
- * changed nothing. */
-static inline int gate_try(struct gate_self *g, intptr_t *word)
+ * (see ctl_slow()).  The word gets the thread's id and `bits`.  Returns
+ * whether it took the gate; when not, it changed nothing. */
+static inline int gate_try(struct gate_self *g, intptr_t *word, intptr_t bits)
 {
 	struct gate_slot *s = g->slot;
 	intptr_t seen = 0;
@@ -778,8 +787,8 @@ static inline int gate_try(struct gate_self *g, intptr_t *word)
 		return 0;
 	n = slot_enter(s);
 	if (LIKELY(__atomic_load_n(&gate_ctl, __ATOMIC_RELAXED) == CTL_READY &&
-		   __atomic_compare_exchange_n(word, &seen, (intptr_t)g->tid, 0, __ATOMIC_ACQUIRE,
-					       __ATOMIC_RELAXED))) {
+		   __atomic_compare_exchange_n(word, &seen, (intptr_t)g->tid | bits, 0,
+					       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
 		slot_track(s, n, word);
 		return 1;
 	}
@@ -792,9 +801,9 @@ static inline int gate_try(struct gate_self *g, intptr_t *word)
 static inline int gate_take_as(struct gate_self *g, intptr_t *word, int idx, const char *what,
 			       const void *obj)
 {
-	if (LIKELY(gate_try(g, word)))
+	if (LIKELY(gate_try(g, word, 0)))
 		return 0;
-	return gate_take_wait(g, word, idx, what, obj);
+	return gate_take_wait(g, word, idx, what, obj, 0);
 }
 
 static inline int gate_take(intptr_t *word, int idx, const char *what, const void *obj)
@@ -865,7 +874,7 @@ void rsk_lock_drop_(intptr_t *lock)
 static __attribute__((noinline)) int take_plain_wait(intptr_t *gate, int idx, const char *what,
 						     const void *obj)
 {
-	int err = gate_take_wait(self(), gate, idx, what, obj);
+	int err = gate_take_wait(self(), gate, idx, what, obj, GATE_PLAIN);
 
 	RSK_PROBE2(gate_close, idx, err);
 	return err;
@@ -878,7 +887,7 @@ int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *
 {
 	struct gate_self *g = &gself;
 
-	if (LIKELY(__atomic_load_n(&g->tid, __ATOMIC_RELAXED) != 0 && gate_try(g, gate))) {
+	if (LIKELY(__atomic_load_n(&g->tid, __ATOMIC_RELAXED) != 0 && gate_try(g, gate, GATE_PLAIN))) {
 		RSK_PROBE2(gate_close, idx, 0);
 		return 0;
 	}
@@ -914,16 +923,32 @@ static __attribute__((noinline)) void drop_plain_rest(struct gate_self *g, intpt
 		count_slow_path(g, idx);
 }
 
-/* See internal.h.  gate_release() and the count in one call, with one
+/*
+ * See internal.h.  gate_release() and the count in one call, with one
  * look-up of the thread's state: in a process without rseq this is every
- * operation's path.  The common case (the thread held the gate, nobody
- * waits, it is the last hold the thread took) saves no registers. */
+ * operation's path.
+ *
+ * The gate opens with a plain store when it reads as the plain take left
+ * it (no waiters bit): no atomic exchange, which cost as much as the rest
+ * of the operation (doc/BENCHMARKS.md).  Nobody else writes a held gate
+ * but a waiter setting GATE_WAITERS (or a report's flag), so the store
+ * loses nothing but that: a waiter that set the bit between the load and
+ * the store, and went to sleep on the futex before the store, is not
+ * woken.  It sleeps PLAIN_SLEEP_MS at most, as GATE_PLAIN tells it, and
+ * that needs this thread stopped between two instructions (preempted or
+ * in a signal handler) while another spins, yields for 50 us and sleeps.
+ */
 void rsk_gate_drop_plain_(intptr_t *gate, int idx, int count)
 {
 	struct gate_self *g = &gself;
-	intptr_t old = __atomic_exchange_n(gate, 0, __ATOMIC_RELEASE);
+	intptr_t mine = (intptr_t)g->tid | GATE_PLAIN;
+	intptr_t old = __atomic_load_n(gate, __ATOMIC_RELAXED);
 
-	if (LIKELY(old == (intptr_t)g->tid && old != 0 && slot_release_last(g->slot, gate))) {
+	if (LIKELY(old == mine))
+		__atomic_store_n(gate, 0, __ATOMIC_RELEASE);
+	else
+		old = __atomic_exchange_n(gate, 0, __ATOMIC_RELEASE);
+	if (LIKELY(old == mine && g->tid != 0 && slot_release_last(g->slot, gate))) {
 		if (count)
 			count_slow_path(g, idx);
 		return;

@@ -16,7 +16,11 @@
  *     part, holder), in a re-executed child; a bad value is reported too;
  *   - a SCHED_FIFO waiter on the holder's CPU sleeps, so the SCHED_OTHER
  *     holder runs there and sees it asleep (before: the waiter's yield
- *     loop starved it; root only).
+ *     loop starved it; root only);
+ *   - plain-path gates (a process without rseq), opened with a plain
+ *     store: the holder's id, -EDEADLK, a sleeping waiter woken, and one
+ *     whose wake-up is lost (the waiters bit cleared, as a store after
+ *     the bit appeared does) still takes the gate.
  * No timing assertions: a watchdog turns a hang into a failure, and times
  * are only printed.
  */
@@ -476,13 +480,93 @@ static void fifo_waiter(void)
 	alarm(0);
 }
 
+/* ---- 8. plain-path gates: opened with a plain store ---- */
+
+/* The library's own (src/internal.h): the gates of a process without rseq.
+ * The test links the static library, where they are visible. */
+int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *obj);
+void rsk_gate_drop_plain_(intptr_t *gate, int idx, int count);
+
+static intptr_t pgate __attribute__((aligned(128)));
+
+struct plain_waiter {
+	volatile int result; /* 1 until the take returns */
+	double took_at;
+};
+
+static void *plain_take(void *arg)
+{
+	struct plain_waiter *w = arg;
+	int r = rsk_gate_take_plain_(&pgate, 0, "gate.t", NULL);
+
+	w->took_at = now();
+	if (r == 0)
+		rsk_gate_drop_plain_(&pgate, 0, 0);
+	__atomic_store_n(&w->result, r, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Take pgate, start a waiter and wait until it sleeps on the futex (the
+ * waiters bit).  If `lose` the waiters bit is cleared again - what a
+ * waiter's bit set between the holder's load and its plain store comes
+ * to: no wake-up.  Then open; returns 1 if the waiter got the gate. */
+static int plain_round(int lose, double *late)
+{
+	struct plain_waiter w = { .result = 1 };
+	pthread_t t;
+	double opened;
+	intptr_t v;
+
+	if (rsk_gate_take_plain_(&pgate, 0, "gate.t", NULL) != 0)
+		return 0;
+	pthread_create(&t, NULL, plain_take, &w);
+	while (!((v = __atomic_load_n(&pgate, __ATOMIC_RELAXED)) & GATE_WAITERS))
+		sleep_ms(1);
+	sleep_ms(20); /* from setting the bit into the futex */
+	if (lose)
+		__atomic_and_fetch(&pgate, ~(intptr_t)GATE_WAITERS, __ATOMIC_RELAXED);
+	opened = now();
+	rsk_gate_drop_plain_(&pgate, 0, 0);
+	pthread_join(t, NULL);
+	*late = w.took_at - opened;
+	return w.result == 0 && (v & TID_MASK) == gettid_();
+}
+
+static void plain_gates(void)
+{
+	double late;
+	int me = gettid_(), r;
+
+	arm("plain gates", 20);
+	r = rsk_gate_take_plain_(&pgate, 0, "gate.t", NULL);
+	tap_ok(r == 0 && (pgate & TID_MASK) == me,
+	       "a plain take holds the thread's id (%#lx, tid %d)", (long)pgate, me);
+	tap_ok(rsk_gate_take_plain_(&pgate, 0, "gate.t", NULL) == -EDEADLK,
+	       "taking it again in the same thread: -EDEADLK");
+	rsk_gate_drop_plain_(&pgate, 0, 0);
+	tap_ok(pgate == 0, "the plain drop opens it");
+	r = rsk_gate_close(&pgate, RSK_INDEX_CPU, 0);
+	tap_ok(r == 0, "and a full close takes it afterwards (%d)", r);
+	if (r == 0)
+		rsk_gate_open(&pgate);
+
+	tap_ok(plain_round(0, &late), "a waiter asleep on a plain gate is woken by the drop");
+	tap_diag("woken %.1f ms after the drop", late * 1e3);
+	/* The negative of the plain store: without the bit, no wake-up; the
+	 * waiter must still get the gate (a timeout it sleeps with), not
+	 * hang until the watchdog. */
+	tap_ok(plain_round(1, &late), "a waiter whose wake-up is lost still takes the gate");
+	tap_diag("took it %.1f ms after the drop (it sleeps at most 10 ms at a time)", late * 1e3);
+	alarm(0);
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } sections[] = {
 	{ "arguments", arguments }, { "owner", owner },	     { "signal", signal_handler },
 	{ "waiting", waiting },	    { "dead", dead_holder }, { "warn", warn_env },
-	{ "fifo", fifo_waiter },
+	{ "fifo", fifo_waiter },	    { "plain", plain_gates },
 };
 
 /* gate.t [SECTION...]: all sections, or the ones named (the plan comes

@@ -77,9 +77,10 @@ int rsk_fence_all(void);
 /*
  * Gate words.  An open gate is 0.  A closed gate holds its holder's kernel
  * thread id in the low 28 bits (RSK_GATE_TID), plus flag bits of the
- * waiting protocol in bits 28-30 (waiters asleep on the futex of the
- * word's 32-bit half, reports made); the upper half of a 64-bit word
- * stays 0.  Gated sections only test the word against 0.
+ * waiting protocol in bits 28-31 (waiters asleep on the futex of the
+ * word's 32-bit half, reports made, a holder that opens it with a plain
+ * store); the upper half of a 64-bit word stays 0.  Gated sections only
+ * test the word against 0.
  */
 #define RSK_GATE_TID 0x0fffffff
 
