@@ -844,7 +844,7 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 	size_t moved = 0;
 	struct xfer x;
 	struct rsk_pool_part *c;
-	int idx, err, mine, full;
+	int idx, err, mine, full, asked;
 
 	if (!pool_alive(p))
 		return -EINVAL; /* used after rsk_pool_destroy() */
@@ -856,10 +856,14 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 	idx = rsk_percpu_slow_index(p->mode, p->nr);
 	rsk_note_slow_path_at(idx);
 	c = get_part(pi, idx);
-	/* Flushing needs the depot (not when the caller is inside it) and a
-	 * scratch buffer, taken only when the cache looks full. */
-	mine = rsk_lock_mine_(&pi->lock);
-	full = !mine && c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) >= p->capacity;
+	/* Flushing needs the depot (not when the caller is inside it: mine)
+	 * and a scratch buffer, taken only when the cache looks full.  Whether
+	 * the depot is the caller's is asked only then, or when the push
+	 * fails: in a process without rseq every free comes here. */
+	full = c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) >= p->capacity;
+	asked = full;
+	mine = asked && rsk_lock_mine_(&pi->lock);
+	full = full && !mine;
 	if (full) {
 		size_t n;
 
@@ -881,6 +885,8 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 		}
 	}
 	err = cache_push(pi, idx, (intptr_t)obj, full ? &x : NULL, &moved);
+	if (err != 0 && !asked)
+		mine = rsk_lock_mine_(&pi->lock);
 	if (err == -ENOSPC && !mine) {
 		/* It filled meanwhile. */
 		full = 1;

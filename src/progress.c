@@ -161,12 +161,6 @@ RSK_EXPORT void rsk_note_abort(void)
 	RSK_PROBE1(abort, cpu);
 }
 
-void rsk_note_slow_path_at(int idx)
-{
-	count_event(&thread_stats.slow_paths, ST_SLOW_PATHS, idx);
-	RSK_PROBE1(slow_path, idx);
-}
-
 RSK_EXPORT void rsk_note_slow_path(void)
 {
 	rsk_note_slow_path_at(rsk_cpu());
@@ -896,7 +890,7 @@ int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *
 
 /* Count a slow path of the calling thread (g: its gself) on part idx:
  * count_event() with the slot already at hand. */
-static inline void count_slow_path(struct gate_self *g, int idx)
+static inline __attribute__((always_inline)) void count_slow_path(struct gate_self *g, int idx)
 {
 	struct gate_slot *own = g->slot;
 
@@ -908,6 +902,12 @@ static inline void count_slow_path(struct gate_self *g, int idx)
 	else
 		__atomic_add_fetch(&stat_slot_for(idx)->v[ST_SLOW_PATHS], 1, __ATOMIC_RELAXED);
 	RSK_PROBE1(slow_path, idx);
+}
+
+/* Every operation of a process without rseq counts one. */
+void rsk_note_slow_path_at(int idx)
+{
+	count_slow_path(self(), idx);
 }
 
 /* rsk_gate_drop_plain_() past its common case: the gate had waiters, or
