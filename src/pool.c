@@ -578,7 +578,7 @@ static void open_part(struct pool_impl *pi, struct rsk_pool_part *c, int idx)
 	if (pi->pub.fast_nr_ == 0)
 		rsk_gate_drop_plain_(&c->gate, idx, 0);
 	else
-		open_part(pi, c, idx);
+		rsk_gate_open(&c->gate);
 }
 
 /* Pop one object from cache idx into *obj (0 if it is empty).  Returns 0,
