@@ -175,11 +175,6 @@ static int stopped_by_guard(const struct rsk_percpu_head *h)
 			       __ATOMIC_RELAXED) >= (uint32_t)h->nr;
 }
 
-static int final_error(enum rsk_try r)
-{
-	return rsk_percpu_final_error_(r);
-}
-
 /* See internal.h: the slow path where nothing runs sections, after its
  * first try (rsk_percpu_plain()) did not end the operation. */
 int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg, int busy)
@@ -216,7 +211,7 @@ int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg, int b
 		if (__builtin_expect(r == RSK_TRY_DONE, 1))
 			return idx;
 		if (r != RSK_TRY_CHANGED || k->wait == NULL)
-			return final_error(r);
+			return rsk_percpu_final_error_(r);
 		/* Busy (a held lock): wait with the gate open. */
 		k->wait(s, idx, round++);
 	}
@@ -234,7 +229,7 @@ int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum 
 		/* The retries of the fast path. */
 		for (;;) {
 			if (r == RSK_TRY_EMPTY || r == RSK_TRY_FULL)
-				return final_error(r);
+				return rsk_percpu_final_error_(r);
 			if (r == RSK_TRY_STOPPED && stopped_by_guard(h))
 				r = RSK_TRY_NO_INDEX;
 			if (r == RSK_TRY_STOPPED)
@@ -254,7 +249,7 @@ int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum 
 			idx = rsk_percpu_slow_index(h->mode, h->nr);
 			r = k->locked(s, idx, arg);
 			rsk_note_slow_path_at(idx);
-			return r == RSK_TRY_DONE ? idx : final_error(r);
+			return r == RSK_TRY_DONE ? idx : rsk_percpu_final_error_(r);
 		}
 		/* The one place that works on the structure without a
 		 * critical section: its gate makes the part ours. */
@@ -268,7 +263,7 @@ int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum 
 		if (r == RSK_TRY_DONE)
 			return idx;
 		if (r != RSK_TRY_CHANGED || k->wait == NULL)
-			return final_error(r);
+			return rsk_percpu_final_error_(r);
 		/* Busy (a held lock): wait with the gate open, then again
 		 * from the fast path. */
 		k->wait(s, idx, round++);
@@ -290,11 +285,11 @@ int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *a
 	if (!rsk_percpu_alive_(h))
 		return -EINVAL;
 	if (k->peek != NULL && (r = k->peek(s, cpu, arg)) != RSK_TRY_DONE)
-		return final_error(r);
+		return rsk_percpu_final_error_(r);
 	err = rsk_gate_close_named_(k->gate(s, cpu), h->mode, cpu, k->name, s);
 	if (err != 0)
 		return err;
 	r = k->locked(s, cpu, arg);
 	rsk_gate_open(k->gate(s, cpu));
-	return r == RSK_TRY_DONE ? 0 : final_error(r);
+	return r == RSK_TRY_DONE ? 0 : rsk_percpu_final_error_(r);
 }

@@ -513,7 +513,7 @@ static __attribute__((noinline)) void slot_untrack(struct gate_slot *s, const in
 
 /* slot_untrack()'s common case: `word` is the last one taken.  Returns
  * whether it was (and is forgotten); otherwise it changed nothing. */
-static inline int slot_release_last(struct gate_slot *s, intptr_t *word)
+static inline int slot_release_last(struct gate_slot *s, const intptr_t *word)
 {
 	int n = __atomic_load_n(&s->nheld, __ATOMIC_RELAXED);
 
@@ -526,7 +526,7 @@ static inline int slot_release_last(struct gate_slot *s, intptr_t *word)
 }
 
 /* slot_untrack(), its common case inline. */
-static inline void slot_release(struct gate_slot *s, intptr_t *word)
+static inline void slot_release(struct gate_slot *s, const intptr_t *word)
 {
 	if (!slot_release_last(s, word))
 		slot_untrack(s, word);
@@ -735,8 +735,8 @@ out:
 }
 
 /* gate_take_as() when the fast try failed: the gate is held, or a fork
- * (or the start-up) is in progress.  Out of line, so that the common case
- * keeps no registers to save. */
+ * (or the start-up) is in progress.  Out of line: the common case stays a
+ * few instructions. */
 static __attribute__((noinline)) int gate_take_wait(struct gate_self *g, intptr_t *word, int idx,
 						    const char *what, const void *obj, intptr_t bits)
 {
@@ -864,7 +864,7 @@ void rsk_lock_drop_(intptr_t *lock)
 }
 
 /* rsk_gate_take_plain_() after its try failed (or before the thread's
- * first take): out of line, so that the try saves no registers. */
+ * first take): out of line, as gate_take_wait(). */
 static __attribute__((noinline)) int take_plain_wait(intptr_t *gate, int idx, const char *what,
 						     const void *obj)
 {
@@ -904,7 +904,7 @@ static inline __attribute__((always_inline)) void count_slow_path(struct gate_se
 	RSK_PROBE1(slow_path, idx);
 }
 
-/* Every operation of a process without rseq counts one. */
+/* See internal.h: count_slow_path(), the thread's state looked up once. */
 void rsk_note_slow_path_at(int idx)
 {
 	count_slow_path(self(), idx);
