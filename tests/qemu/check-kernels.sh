@@ -126,7 +126,12 @@ commands() {
 				done
 			done
 			echo "$cfg.stress.cpu.signal $env /bin/rseqkit-stress -T b -t 8 -r 2000 -7 -1 -m 8 -k -y"
-			echo "$cfg.negstress $env /bin/rseqkit-stress-noarm -T b -t 8 -r 500 -3 20000"
+			# The negative control, three tries: one catching it is
+			# enough, and one try alone missed now and then (2 of 4
+			# boots of one run, 2026-12-05).
+			for try in 1 2 3; do
+				echo "$cfg.negstress.$try $env /bin/rseqkit-stress-noarm -T b -t 8 -r 500 -3 20000"
+			done
 		fi
 		case " $1 " in
 		*" $cfg "*|*" all "*)
