@@ -734,7 +734,7 @@ out:
 	return err;
 }
 
-/* gate_take_as() when the fast try failed: the gate is held, or a fork
+/* gate_take() when the fast try failed: the gate is held, or a fork
  * (or the start-up) is in progress.  Out of line: the common case stays a
  * few instructions. */
 static __attribute__((noinline)) int gate_take_wait(struct gate_self *g, intptr_t *word, int idx,
@@ -790,30 +790,24 @@ static inline int gate_try(struct gate_self *g, intptr_t *word, intptr_t bits)
 	return 0;
 }
 
-/* Take *word for the calling thread (g: self()): 0, -EDEADLK or
- * -EOWNERDEAD. */
-static inline int gate_take_as(struct gate_self *g, intptr_t *word, int idx, const char *what,
-			       const void *obj)
+/* Take *word for the calling thread: 0, -EDEADLK or -EOWNERDEAD. */
+static inline int gate_take(intptr_t *word, int idx, const char *what, const void *obj)
 {
+	struct gate_self *g = self();
+
 	if (LIKELY(gate_try(g, word, 0)))
 		return 0;
 	return gate_take_wait(g, word, idx, what, obj, 0);
 }
 
-static inline int gate_take(intptr_t *word, int idx, const char *what, const void *obj)
+/* What follows the opening of *word, which held `old`, by the calling
+ * thread (g: its gself): its bookkeeping if it held it (a gate opened by a
+ * thread that does not hold it - a recovery after -EOWNERDEAD - changes no
+ * count), and the waiters' wake-up.  Returns whether it held it. */
+static inline int gate_opened(struct gate_self *g, intptr_t *word, intptr_t old)
 {
-	return gate_take_as(self(), word, idx, what, obj);
-}
-
-/* Open *word (g: the calling thread's gself); returns whether the calling
- * thread held it. */
-static inline int gate_release_as(struct gate_self *g, intptr_t *word)
-{
-	intptr_t old = __atomic_exchange_n(word, 0, __ATOMIC_RELEASE);
 	int mine = (old & RSK_GATE_TID) == g->tid && g->tid != 0;
 
-	/* Only the holder's own bookkeeping: a gate opened by a thread that
-	 * does not hold it (a recovery after -EOWNERDEAD) changes no count. */
 	if (LIKELY(mine))
 		slot_release(g->slot, word);
 	if (UNLIKELY(old & GATE_WAITERS))
@@ -821,9 +815,10 @@ static inline int gate_release_as(struct gate_self *g, intptr_t *word)
 	return mine;
 }
 
+/* Open *word; returns whether the calling thread held it. */
 static inline int gate_release(intptr_t *word)
 {
-	return gate_release_as(&gself, word);
+	return gate_opened(&gself, word, __atomic_exchange_n(word, 0, __ATOMIC_RELEASE));
 }
 
 /* While a thread holds a closed gate, others wait for it: it asks the
@@ -915,10 +910,7 @@ void rsk_note_slow_path_at(int idx)
 static __attribute__((noinline)) void drop_plain_rest(struct gate_self *g, intptr_t *gate,
 						      intptr_t old, int idx, int count)
 {
-	if ((old & RSK_GATE_TID) == g->tid && g->tid != 0)
-		slot_release(g->slot, gate);
-	if (old & GATE_WAITERS)
-		gate_wake(gate);
+	gate_opened(g, gate, old);
 	if (count)
 		count_slow_path(g, idx);
 }
