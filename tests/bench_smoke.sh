@@ -65,7 +65,8 @@ ok $? "every number parses and is positive"
 ncounts=$(awk -F, 'NR > 1 && $1 != "pool-pc" { print $3 }' "$csv" 2>/dev/null | sort -u | wc -l)
 [ "$ncounts" -ge 2 ]
 ok $? "several thread counts measured ($ncounts)"
-# Fence rows run at 1 thread only, the workload at the largest count only,
+# Fence rows and the guarantee ladder's (counter-add4, hand+...) run at 1
+# thread only, the workload at the largest count only,
 # pool-pc (producer/consumer pairs) at 2 threads and at the largest count.
 tmax=$(awk -F, 'NR > 1 && $1 != "pool-pc" { print $3 }' "$csv" 2>/dev/null | sort -n | tail -n 1)
 for p in $pairs; do
@@ -80,7 +81,7 @@ for p in $pairs; do
 		fi ;;
 	esac
 	case $p in
-	fence-*)
+	fence-* | counter-add4,hand+*)
 		got=$(awk -F, -v p="$p" 'NR > 1 && $1 "," $2 == p && $3 == 1' "$csv" 2>/dev/null | wc -l)
 		[ "$got" -eq 1 ]
 		ok $? "$p present at 1 thread ($got row)" ;;

@@ -345,6 +345,46 @@ static __attribute__((noinline, cold, unused)) void ys_yield_(void)
 YS_DEFINE_MODE(cpu, YS_OFF_CPU_ID)
 YS_DEFINE_MODE(cid, YS_OFF_MM_CID)
 
+/*
+ * The guarantee ladder (rseqkit-bench, counter-add4): the add above with
+ * what the library's add pays for its guarantees, one at a time.  Each
+ * part's word at +8 is a gate: the section stops (returns 1, nothing
+ * done) when it is not 0, as the library's stops for a closed gate and for
+ * the guard parts of a thread that is not registered.  The field read is
+ * cpu_id at a constant displacement (ys_add_gated_cpu) or at a run-time
+ * one (ys_add_gated_at: the library's index mode, fixed at creation).
+ */
+#define YS_GATED_ADD(INDEX, ...)                                               \
+	__asm__ __volatile__ goto(YS_BEGIN INDEX "shlq $7, %[t]\n\t"            \
+				  "cmpq $0, 8(%[parts], %[t])\n\t"              \
+				  "jne %l[stopped]\n\t"                         \
+				  "addq %[inc], (%[parts], %[t])\n" YS_END       \
+				  : [t] "=&r"(t)                               \
+				  : [off] "r"(off), [parts] "r"(parts),        \
+				    [inc] "er"(inc), ##__VA_ARGS__              \
+				  : "memory", "cc"                             \
+				  : stopped)
+
+YS_INLINE int ys_add_gated_cpu(ptrdiff_t off, char *parts, intptr_t inc)
+{
+	uintptr_t t;
+
+	YS_GATED_ADD("movslq %%fs:" YS_OFF_CPU_ID "(%[off]), %[t]\n\t");
+	return 0;
+stopped:
+	return 1;
+}
+
+YS_INLINE int ys_add_gated_at(ptrdiff_t off, uintptr_t field, char *parts, intptr_t inc)
+{
+	uintptr_t t;
+
+	YS_GATED_ADD("movslq %%fs:(%[off], %[field]), %[t]\n\t", [field] "r"(field));
+	return 0;
+stopped:
+	return 1;
+}
+
 /* Release the lock taken at byte offset o (x86 stores are releases; the
  * atomic store keeps the compiler from sinking the section into it). */
 YS_INLINE void ys_unlock(char *parts, uintptr_t o)

@@ -317,6 +317,106 @@ static int ys_c4_check_hand(void *sh, struct thr *t, int n, char *err, size_t le
 }
 #endif
 
+#ifdef YS_HAVE_HAND
+/*
+ * The guarantee ladder: the hand-written add (cpu mode) with what the
+ * library's add checks for its guarantees, to show what each costs.
+ * "hand+gate" tests the part's gate word in the section (which also stops
+ * a thread that is not registered, through the library's guard parts);
+ * "hand+guards" adds the three tests rseqkit's inline add makes before
+ * its section: a NULL structure (-EINVAL), an area offset of 0 (no rseq in
+ * the process: the fallback) and the index field read from the structure
+ * (the index mode, fixed at creation but not at compile time).  The three
+ * "hand+guards-X" rows leave one of them out.  No row is a usable add: a
+ * stop or a failed test only counts the add atomically into part 0.
+ */
+#define LAD_NULL 1
+#define LAD_AREA 2
+#define LAD_MODE 4
+#define LAD_ALL (LAD_NULL | LAD_AREA | LAD_MODE)
+
+struct ys_lad {
+	struct ys_c4 c4;	/* parts, span (rc unused) */
+	char *h[4];		/* each counter's parts: the "structure" */
+	uint32_t field[4];	/* each counter's index field: cpu_id */
+};
+
+static ptrdiff_t lad_area; /* the area offset, read once per loop as rsk_fast */
+
+static void *ys_lad_setup(int nthreads)
+{
+	struct ys_lad *s = bench_alloc(sizeof(*s));
+	struct ys_c4 *c4 = ys_c4_setup(nthreads);
+
+	s->c4 = *c4;
+	free(c4);
+	for (int k = 0; k < 4; k++) {
+		s->h[k] = s->c4.parts + (size_t)k * s->c4.span;
+		s->field[k] = 4; /* offsetof(struct rseq, cpu_id) */
+	}
+	lad_area = ys_offset();
+	return s;
+}
+
+static __attribute__((noinline)) void lad_slow(struct ys_lad *s)
+{
+	__atomic_fetch_add((intptr_t *)(void *)s->c4.parts, 1, __ATOMIC_RELAXED);
+}
+
+static inline __attribute__((always_inline)) void lad_add(struct ys_lad *s, int k, char *h,
+							 ptrdiff_t off, int guards)
+{
+	if ((guards & LAD_NULL) && __builtin_expect(h == NULL, 0))
+		goto slow;
+	if ((guards & LAD_AREA) && __builtin_expect(off == 0, 0))
+		goto slow;
+	/* With LAD_MODE the field is loaded from the structure at every
+	 * add, as the library's (the asm's memory clobber forces it). */
+	if (__builtin_expect((guards & LAD_MODE) ? ys_add_gated_at(off, s->field[k], h, 1)
+						 : ys_add_gated_cpu(off, h, 1),
+			     0))
+		goto slow;
+	return;
+slow:
+	lad_slow(s);
+}
+
+/* A ladder row's loop: lad_add() with the guards given, 4 counters in turn. */
+#define LAD_FN(name, guards)                                                   \
+	static __attribute__((noinline)) void name(void *sh, struct thr *t, unsigned n) \
+	{                                                                      \
+		struct ys_lad *s = sh;                                         \
+		const int guards_ = (guards);                                  \
+		ptrdiff_t off = (guards_ & LAD_AREA) ? *(volatile ptrdiff_t *)&lad_area \
+						     : ys_offset();            \
+		char *h0 = s->h[0], *h1 = s->h[1], *h2 = s->h[2], *h3 = s->h[3]; \
+		if (t->aux < 0)                                                \
+			return;                                                \
+		(void)h1, (void)h2, (void)h3;                                  \
+		YS_BY4(n, LAD_OP);                                             \
+	}
+#define LAD_OP(k) lad_add(s, k, h##k, off, guards_)
+LAD_FN(ys_lad_gate, 0)
+LAD_FN(ys_lad_all, LAD_ALL)
+LAD_FN(ys_lad_no_null, LAD_ALL & ~LAD_NULL)
+LAD_FN(ys_lad_no_area, LAD_ALL & ~LAD_AREA)
+LAD_FN(ys_lad_no_mode, LAD_ALL & ~LAD_MODE)
+
+static int ys_lad_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	return ys_c4_check_hand(&((struct ys_lad *)sh)->c4, t, n, err, len);
+}
+
+static void ys_lad_teardown(void *sh)
+{
+	struct ys_lad *s = sh;
+
+	free(s->c4.parts);
+	free(s);
+}
+
+#endif /* YS_HAVE_HAND */
+
 static __thread intptr_t ys_tl_c4[4];
 
 static __attribute__((noinline)) void ys_c4_tl(void *sh, struct thr *t, unsigned n)
@@ -355,6 +455,16 @@ static const struct impl counter_impls[] = {
 	    ys_c4_teardown),
 	YS_ROWS("counter-add4", ys_c4_setup_rsk_cid, ys_c4_rsk, ys_c4_check_rsk, ys_c4_teardown,
 		ys_c4, ys_c4_check_hand, ys_c4_teardown, ys_c4_tl_fini, counter_check_tl),
+#ifdef YS_HAVE_HAND
+#define LAD_ROW(name, fn)                                                      \
+	ROWF("counter-add4", name, ys_lad_setup, ys_thread_init, fn, NULL, ys_lad_check, \
+	     ys_lad_teardown, IMPL_HAND | IMPL_ONE_THREAD, NULL)
+	LAD_ROW("hand+gate", ys_lad_gate),
+	LAD_ROW("hand+guards", ys_lad_all),
+	LAD_ROW("hand+guards-null", ys_lad_no_null),
+	LAD_ROW("hand+guards-area", ys_lad_no_area),
+	LAD_ROW("hand+guards-mode", ys_lad_no_mode),
+#endif
 };
 
 const struct family fam_counter = {

@@ -132,11 +132,12 @@ void print_target(const char *what, double x, const char *cmp, double target)
 	printf("  %s: target %s %.2fx: %.2fx %s\n", what, cmp, target, x, met ? "met" : "not met");
 }
 
-/* Rivals: neither an rseqkit row ("rseqkit", "rseqkit-...") nor a limit. */
+/* Rivals: neither an rseqkit row ("rseqkit", "rseqkit-...") nor a limit
+ * (thread-local, hand-written) nor the guarantee ladder's rows. */
 static bool is_alternative(const struct impl *im)
 {
 	return strncmp(im->name, "rseqkit", 7) != 0 && strcmp(im->name, "thread-local") != 0 &&
-	       strncmp(im->name, "hand-written", 12) != 0;
+	       !(im->flags & IMPL_HAND);
 }
 
 /* Ratios within each (op, threads) group. */
@@ -370,6 +371,40 @@ static void ys_report(const struct row *rows, int nrows, const char *const *ops,
 	}
 }
 
+/* The guarantee ladder (counter-add4, tools/bench/counter.c): what each of
+ * the tests rseqkit's inline add makes costs, as each row over the
+ * hand-written add, same run, 1 thread. */
+static void ladder_report(const struct row *rows, int nrows, const char *const *ops, int nops)
+{
+	static const struct {
+		const char *name, *what;
+	} rungs[] = {
+		{"hand+gate", "the gate word tested in the section"},
+		{"hand+guards", "gate, NULL test, area test, run-time mode: rseqkit's tests"},
+		{"hand+guards-null", "the same without the NULL test"},
+		{"hand+guards-area", "the same without the area-offset test"},
+		{"hand+guards-mode", "the same with the index field fixed at compile time"},
+		{"rseqkit", "the library's add"},
+	};
+	const struct row *h;
+
+	if (!in_ops("counter-add4", ops, nops) ||
+	    !(h = find_row(rows, nrows, "counter-add4", "hand-written", 1)))
+		return;
+	printf("\nguarantee ladder: counter-add4, cpu mode, 1 thread, this run (%s): row / "
+	       "hand-written (%.3f ns)\n",
+	       YS_COMPILER, h->ns_per_op);
+	for (size_t k = 0; k < sizeof(rungs) / sizeof(rungs[0]); k++) {
+		const struct row *r = find_row(rows, nrows, "counter-add4", rungs[k].name, 1);
+		if (r)
+			printf("  %-17s %7.3f ns %6.2fx   %s\n", rungs[k].name, r->ns_per_op,
+			       r->ns_per_op / h->ns_per_op, rungs[k].what);
+		else
+			printf("  %-17s %7s    %6s    %s (not measured)\n", rungs[k].name, "-", "-",
+			       rungs[k].what);
+	}
+}
+
 /* The ops of a family that have rows, in table order. */
 static int family_ops(const struct family *fam, const struct row *rows, int nrows,
 		      const char **ops, int max)
@@ -402,6 +437,7 @@ void print_family(const struct family *fam, struct row *rows, int nrows)
 		print_table(fam, ops[o], rows, nrows);
 	tl_report(rows, nrows, ops, nops);
 	ys_report(rows, nrows, ops, nops);
+	ladder_report(rows, nrows, ops, nops);
 	fallback_report(rows, nrows, ops, nops);
 	ungated_report(rows, nrows, ops, nops);
 	if (fam->summary)
