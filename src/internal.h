@@ -196,6 +196,16 @@ int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *
 /* Open it again, and count a slow path on part idx when `count`
  * (rsk_note_slow_path_at()). */
 void rsk_gate_drop_plain_(intptr_t *gate, int idx, int count);
+/* The calling thread's gate state (src/progress.c), and the two above for
+ * a caller that has it: a caller making several gate calls looks its
+ * thread up once (in position-independent code each look-up is a call,
+ * which also makes its caller save registers).  Valid in the thread that
+ * asked only - and in its signal handlers, and in a fork child. */
+struct gate_self;
+struct gate_self *rsk_gate_self_(void);
+int rsk_gate_take_plain_at_(struct gate_self *g, intptr_t *gate, int idx, const char *what,
+			    const void *obj);
+void rsk_gate_drop_plain_at_(struct gate_self *g, intptr_t *gate, int idx, int count);
 
 /*
  * Where no thread of the process runs sections (the structure's fast_nr_
@@ -205,7 +215,8 @@ void rsk_gate_drop_plain_(intptr_t *gate, int idx, int count);
  *
  * rsk_percpu_plain() is the first try, inline in each structure's slow
  * path: there k is a constant, so its gate and locked calls are direct
- * and inlined, and one operation makes three calls (home, take, drop).
+ * and inlined, and one operation makes four calls (home, the thread's
+ * gate state, take, drop: the last two then need no look-up of their own).
  * rsk_percpu_plain_() does the rest: a destroyed structure, a gate held
  * by this thread's own interrupted slow path (the next part), and a busy
  * part (`busy`, its index; -1 when the first try did not run locked).
@@ -216,6 +227,7 @@ static inline __attribute__((always_inline)) int
 rsk_percpu_plain(void *s, const struct rsk_percpu_kind *k, void *arg)
 {
 	const struct rsk_percpu_head *h = s;
+	struct gate_self *g;
 	intptr_t *gate;
 	enum rsk_try r;
 	int idx;
@@ -224,10 +236,11 @@ rsk_percpu_plain(void *s, const struct rsk_percpu_kind *k, void *arg)
 		return rsk_percpu_plain_(s, k, arg, -1);
 	idx = rsk_percpu_home_(h->nr);
 	gate = k->gate(s, idx);
-	if (__builtin_expect(rsk_gate_take_plain_(gate, idx, k->name, s) != 0, 0))
+	g = rsk_gate_self_();
+	if (__builtin_expect(rsk_gate_take_plain_at_(g, gate, idx, k->name, s) != 0, 0))
 		return rsk_percpu_plain_(s, k, arg, -1);
 	r = k->locked(s, idx, arg);
-	rsk_gate_drop_plain_(gate, idx, 1);
+	rsk_gate_drop_plain_at_(g, gate, idx, 1);
 	if (__builtin_expect(r == RSK_TRY_DONE, 1))
 		return idx;
 	if (r == RSK_TRY_CHANGED && k->wait != NULL)

@@ -79,7 +79,19 @@
 #define LIKELY(x)   __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-static __thread struct rsk_stats thread_stats;
+/* The calling thread's state: one TLS block, so that a function given
+ * its address (internal.h: rsk_gate_self_()) reaches all of it without a
+ * look-up of its own - in position-independent code each look-up is a
+ * call, which makes its caller save registers. */
+struct gate_slot;
+struct gate_self {
+	int32_t tid;		/* kernel thread id, 0 until first use */
+	struct gate_slot *slot; /* this thread's holder slot */
+	int32_t slice_gates;	/* gates closed in this thread's slice region */
+	rsk_slice_t slice;	/* that region's token (<rseqkit/slice.h>) */
+	struct rsk_stats stats; /* rsk_stats_thread() */
+};
+static __thread struct gate_self gself;
 
 /*
  * Process totals.  Each thread counts its events in its own holder slot
@@ -157,7 +169,7 @@ RSK_EXPORT void rsk_note_abort(void)
 {
 	int cpu = rsk_cpu();
 
-	count_event(&thread_stats.aborts, ST_ABORTS, cpu);
+	count_event(&gself.stats.aborts, ST_ABORTS, cpu);
 	RSK_PROBE1(abort, cpu);
 }
 
@@ -170,7 +182,7 @@ RSK_EXPORT int rsk_stats_thread(struct rsk_stats *st)
 {
 	if (st == NULL)
 		return -EINVAL;
-	*st = thread_stats;
+	*st = gself.stats;
 	return 0;
 }
 
@@ -365,13 +377,6 @@ static struct slot_chunk *slot_chunks;
 /* When no slot could be mapped: shared, counted with atomic operations. */
 static struct gate_slot shared_slot;
 
-struct gate_self {
-	int32_t tid;		/* kernel thread id, 0 until first use */
-	struct gate_slot *slot; /* this thread's holder slot */
-	int32_t slice_gates;	/* gates closed in this thread's slice region */
-	rsk_slice_t slice;	/* that region's token (<rseqkit/slice.h>) */
-};
-static __thread struct gate_self gself;
 
 static struct gate_slot *slot_claim(int32_t tid)
 {
@@ -657,7 +662,7 @@ static __attribute__((noinline)) int gate_wait(intptr_t *word, intptr_t seen, in
 	int saved = errno, err = 0;
 	uint64_t t0;
 
-	count_event(&thread_stats.gate_waits, ST_GATE_WAITS, idx);
+	count_event(&gself.stats.gate_waits, ST_GATE_WAITS, idx);
 	if (!(seen & GATE_DEAD)) {
 		/* Bounded spinning: most holders are done within microseconds. */
 		for (int i = 0; i < 64; i++) {
@@ -872,15 +877,24 @@ static __attribute__((noinline)) int take_plain_wait(intptr_t *gate, int idx, co
 /* See internal.h.  Nothing to fence and no time-slice region (the
  * extension needs a registration); traced and reported as the part's
  * gate. */
-int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *obj)
+int rsk_gate_take_plain_at_(struct gate_self *g, intptr_t *gate, int idx, const char *what,
+			    const void *obj)
 {
-	struct gate_self *g = &gself;
-
 	if (LIKELY(__atomic_load_n(&g->tid, __ATOMIC_RELAXED) != 0 && gate_try(g, gate, GATE_PLAIN))) {
 		RSK_PROBE2(gate_close, idx, 0);
 		return 0;
 	}
 	return take_plain_wait(gate, idx, what, obj);
+}
+
+int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *obj)
+{
+	return rsk_gate_take_plain_at_(&gself, gate, idx, what, obj);
+}
+
+struct gate_self *rsk_gate_self_(void)
+{
+	return &gself;
 }
 
 /* Count a slow path of the calling thread (g: its gself) on part idx:
@@ -889,7 +903,7 @@ static inline __attribute__((always_inline)) void count_slow_path(struct gate_se
 {
 	struct gate_slot *own = g->slot;
 
-	thread_stats.slow_paths++;
+	g->stats.slow_paths++;
 	if (LIKELY(own != &shared_slot)) /* only this thread writes it */
 		__atomic_store_n(&own->counts[ST_SLOW_PATHS],
 				 __atomic_load_n(&own->counts[ST_SLOW_PATHS], __ATOMIC_RELAXED) + 1,
@@ -930,9 +944,8 @@ static __attribute__((noinline)) void drop_plain_rest(struct gate_self *g, intpt
  * that needs this thread stopped between two instructions (preempted or
  * in a signal handler) while another spins, yields for 50 us and sleeps.
  */
-void rsk_gate_drop_plain_(intptr_t *gate, int idx, int count)
+void rsk_gate_drop_plain_at_(struct gate_self *g, intptr_t *gate, int idx, int count)
 {
-	struct gate_self *g = &gself;
 	intptr_t mine = (intptr_t)g->tid | GATE_PLAIN;
 	intptr_t old = __atomic_load_n(gate, __ATOMIC_RELAXED);
 
@@ -946,6 +959,11 @@ void rsk_gate_drop_plain_(intptr_t *gate, int idx, int count)
 		return;
 	}
 	drop_plain_rest(g, gate, old, idx, count);
+}
+
+void rsk_gate_drop_plain_(intptr_t *gate, int idx, int count)
+{
+	rsk_gate_drop_plain_at_(&gself, gate, idx, count);
 }
 
 /* A hold without a word (the pool's objects in transit between a cache
@@ -1177,7 +1195,7 @@ static int fence(int cpu)
 		err = cpu >= 0 ? fence_by_migration(cpu, cpu) :
 				 fence_by_migration(0, rsk_process.possible_cpus - 1);
 	if (err == 0) {
-		count_event(&thread_stats.fences, ST_FENCES, cpu >= 0 ? cpu : 0);
+		count_event(&gself.stats.fences, ST_FENCES, cpu >= 0 ? cpu : 0);
 		RSK_PROBE1(fence, cpu);
 	}
 	errno = saved;
