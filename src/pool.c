@@ -778,7 +778,57 @@ static intptr_t refill(struct pool_impl *pi, int idx, int use_cache, int *err)
 	return obj;
 }
 
-RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
+/*
+ * Where no thread of the process runs sections (fast_nr_ 0) every
+ * allocation and free comes to the slow paths below: their first try is
+ * this, the thread's home cache under its gate as a plain lock, with
+ * three calls (home part, take, drop: the drop counts the slow path).
+ * Anything else - a destroyed pool, no cache yet, a gate that does not
+ * come at once, an empty or full cache - goes on to the general path, as
+ * the try had not run (it changed nothing).
+ */
+static inline __attribute__((always_inline)) intptr_t alloc_plain(struct pool_impl *pi)
+{
+	int idx = rsk_percpu_home_(pi->pub.nr);
+	struct rsk_pool_part *c = __atomic_load_n(&pi->pub.part[idx], __ATOMIC_ACQUIRE);
+	struct gate_self *g = rsk_gate_self_();
+	intptr_t count, obj;
+
+	if (c == NULL || rsk_gate_take_plain_at_(g, &c->gate, idx, "pool", pi) != 0)
+		return 0;
+	count = c->count;
+	if (__builtin_expect(count <= 0, 0)) {
+		rsk_gate_drop_plain_at_(g, &c->gate, idx, 0);
+		return 0;
+	}
+	obj = c->slot[count - 1];
+	__atomic_store_n(&c->count, count - 1, __ATOMIC_RELAXED);
+	rsk_gate_drop_plain_at_(g, &c->gate, idx, 1);
+	return obj;
+}
+
+static inline __attribute__((always_inline)) int free_plain(struct pool_impl *pi, void *obj)
+{
+	int idx = rsk_percpu_home_(pi->pub.nr);
+	struct rsk_pool_part *c = __atomic_load_n(&pi->pub.part[idx], __ATOMIC_ACQUIRE);
+	struct gate_self *g = rsk_gate_self_();
+	intptr_t count;
+
+	if (c == NULL || rsk_gate_take_plain_at_(g, &c->gate, idx, "pool", pi) != 0)
+		return 0;
+	count = c->count;
+	if (__builtin_expect(count >= pi->pub.capacity, 0)) {
+		rsk_gate_drop_plain_at_(g, &c->gate, idx, 0);
+		return 0;
+	}
+	__atomic_store_n(&c->slot[count], (intptr_t)obj, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->count, count + 1, __ATOMIC_RELAXED);
+	rsk_gate_drop_plain_at_(g, &c->gate, idx, 1);
+	return 1;
+}
+
+/* rsk_pool_alloc_slow_() past the plain first try. */
+static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, int ret)
 {
 	struct pool_impl *pi = impl(p);
 	unsigned aborts = 0;
@@ -837,7 +887,8 @@ RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
 	}
 }
 
-RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
+/* rsk_pool_free_slow_() past the plain first try. */
+static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj, int ret)
 {
 	struct pool_impl *pi = impl(p);
 	unsigned aborts = 0;
@@ -910,6 +961,22 @@ RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 	if (full)
 		xfer_put(pi, &x);
 	return err;
+}
+
+RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
+{
+	intptr_t obj;
+
+	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p) && (obj = alloc_plain(impl(p))) != 0)
+		return rsk_pool_checked_(p, (void *)obj);
+	return alloc_general(p, ret);
+}
+
+RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
+{
+	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p) && free_plain(impl(p), obj))
+		return 0;
+	return free_general(p, obj, ret);
 }
 
 /* ---- maintenance ---- */
