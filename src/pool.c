@@ -782,7 +782,8 @@ static intptr_t refill(struct pool_impl *pi, int idx, int use_cache, int *err)
  * Where no thread of the process runs sections (fast_nr_ 0) every
  * allocation and free comes to the slow paths below: their first try is
  * this, the thread's home cache under its gate as a plain lock, with
- * three calls (home part, take, drop: the drop counts the slow path).
+ * four calls (home part, the thread's gate state, take, drop: the drop
+ * counts the slow path).
  * Anything else - a destroyed pool, no cache yet, a gate that does not
  * come at once, an empty or full cache - goes on to the general path, as
  * the try had not run (it changed nothing).

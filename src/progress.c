@@ -377,7 +377,6 @@ static struct slot_chunk *slot_chunks;
 /* When no slot could be mapped: shared, counted with atomic operations. */
 static struct gate_slot shared_slot;
 
-
 static struct gate_slot *slot_claim(int32_t tid)
 {
 	struct slot_chunk *c, *head;
