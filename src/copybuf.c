@@ -51,7 +51,9 @@ RSK_EXPORT int rsk_copybuf_destroy(struct rsk_copybuf *b)
 
 struct copybuf_op {
 	enum rsk_copybuf_op_ op;
-	intptr_t *words; /* what is copied: the item, or its bounce copy */
+	/* What is copied: the item, or its bounce copy.  Not intptr_t *: the
+	 * _cpu operations pass the caller's item, of any alignment. */
+	void *words;
 };
 
 static enum rsk_try copybuf_attempt(void *s, void *arg, int *idx)
@@ -63,17 +65,17 @@ static enum rsk_try copybuf_attempt(void *s, void *arg, int *idx)
 	return rsk_copybuf_try_pop_(s, o->words, idx, rsk_area_offset_());
 }
 
-/* Plain code: with the gate closed and the CPU fenced, the part is ours. */
-/* Copy n words.  Both sides are word arrays here (the item, or its bounce
- * copy; a part's slot): a loop, not a memcpy call, for the few words of
- * an item.  Relaxed atomic stores keep the compiler from making it that
- * call. */
+/* Copy n words: a loop, not a memcpy call, for the few words of an item.
+ * Relaxed atomic stores keep the compiler from making it that call. */
 static inline void copy_words(intptr_t *dst, const intptr_t *src, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
 }
 
+/* Plain code: with the gate closed and the CPU fenced, the part is ours.
+ * Both sides are word arrays: a part's slot, and the item or its bounce
+ * copy (see copybuf_bytes_kind for an item that is neither). */
 static enum rsk_try copybuf_locked(void *s, int idx, void *arg)
 {
 	struct rsk_copybuf *b = s;
@@ -92,6 +94,35 @@ static enum rsk_try copybuf_locked(void *s, int idx, void *arg)
 	if (count == 0)
 		return RSK_TRY_EMPTY;
 	copy_words(o->words, &p->item[(size_t)(count - 1) * b->words], b->words);
+	p->count = count - 1;
+	return RSK_TRY_DONE;
+}
+
+/* copybuf_locked() for the caller's own item when it is not a word array
+ * (rsk_copybuf_direct_() false: a size that is not a multiple of a word,
+ * or an unaligned address), from rsk_copybuf_push_cpu()/pop_cpu(): exactly
+ * item_size bytes of it, at any alignment.  A pushed slot's last word is
+ * zeroed first, as the slow path's bounce copy's is. */
+static enum rsk_try copybuf_locked_bytes(void *s, int idx, void *arg)
+{
+	struct rsk_copybuf *b = s;
+	struct rsk_copybuf_part *p = rsk_copybuf_part_(b, idx);
+	struct copybuf_op *o = arg;
+	intptr_t count = p->count, *slot;
+
+	if (o->op == RSK_COPYBUF_PUSH_) {
+		if (count >= b->capacity)
+			return RSK_TRY_FULL;
+		slot = &p->item[(size_t)count * b->words];
+		slot[b->words - 1] = 0;
+		memcpy(slot, o->words, b->item_size);
+		/* Release: the item is published with the count. */
+		__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
+		return RSK_TRY_DONE;
+	}
+	if (count == 0)
+		return RSK_TRY_EMPTY;
+	memcpy(o->words, &p->item[(size_t)(count - 1) * b->words], b->item_size);
 	p->count = count - 1;
 	return RSK_TRY_DONE;
 }
@@ -121,6 +152,22 @@ static const struct rsk_percpu_kind copybuf_kind = {
 	.peek = copybuf_peek,
 };
 
+/* The _cpu operations on an item that is not a word array (the slow path
+ * bounces such an item instead: its sections need words). */
+static const struct rsk_percpu_kind copybuf_bytes_kind = {
+	.name = "rsk_copybuf",
+	.attempt = copybuf_attempt,
+	.locked = copybuf_locked_bytes,
+	.gate = copybuf_gate,
+	.peek = copybuf_peek,
+};
+
+/* The kind for the _cpu operations on item (b and item not NULL). */
+static const struct rsk_percpu_kind *cpu_kind(const struct rsk_copybuf *b, const void *item)
+{
+	return rsk_copybuf_direct_(b, item) ? &copybuf_kind : &copybuf_bytes_kind;
+}
+
 RSK_EXPORT int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item,
 				 enum rsk_try first)
 {
@@ -147,16 +194,16 @@ RSK_EXPORT int rsk_copybuf_pop_cpu(struct rsk_copybuf *b, int cpu, void *item)
 {
 	struct copybuf_op o = { RSK_COPYBUF_POP_, item };
 
-	if (item == NULL)
+	if (b == NULL || item == NULL)
 		return -EINVAL;
-	return rsk_percpu_on_cpu(b, &copybuf_kind, cpu, &o);
+	return rsk_percpu_on_cpu(b, cpu_kind(b, item), cpu, &o);
 }
 
 RSK_EXPORT int rsk_copybuf_push_cpu(struct rsk_copybuf *b, int cpu, const void *item)
 {
-	struct copybuf_op o = { RSK_COPYBUF_PUSH_, (intptr_t *)(uintptr_t)item };
+	struct copybuf_op o = { RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item };
 
-	if (item == NULL)
+	if (b == NULL || item == NULL)
 		return -EINVAL;
-	return rsk_percpu_on_cpu(b, &copybuf_kind, cpu, &o);
+	return rsk_percpu_on_cpu(b, cpu_kind(b, item), cpu, &o);
 }

@@ -27,9 +27,12 @@
  *   rsk_copybuf_create     -                            -
  *   rsk_copybuf_destroy    nothing                      -
  *
- * Items of a word-multiple size at a word-aligned address are copied in
- * place; others go through a bounce buffer on the stack (one memcpy more,
- * and a function call: that case is handled out of line).
+ * Every operation reads or writes exactly item_size bytes of the caller's
+ * item, at any alignment.  Items of a word-multiple size at a word-aligned
+ * address are copied in place; others go through a bounce buffer on the
+ * stack (one memcpy more, and a function call: that case is handled out
+ * of line), or, in the _cpu operations, are copied with memcpy under the
+ * gate.
  * On any result but success, the item buffer of rsk_copybuf_pop() may
  * have been partly written (the copy is speculative).
  *
