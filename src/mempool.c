@@ -366,7 +366,10 @@ static char *slot_ptr(struct pool_impl *pi, struct range *r, size_t s)
 	return r->base + pi->hdr + s * pi->slot;
 }
 
-enum where { SLOT_START, INSIDE_OBJECT };
+/* What ptr must be: an object's start (free), any byte of one (for_each),
+ * or the start of a word that lies wholly inside one (the counter).  The
+ * last two values are the bytes from ptr on that must be in the object. */
+enum where { SLOT_START = 0, INSIDE_OBJECT = 1, WORD_INSIDE_OBJECT = sizeof(intptr_t) };
 
 /*
  * Find the live slot of ptr.  Returns 0 with *rp, *sp set, -EINVAL (not
@@ -393,7 +396,7 @@ static int lookup(struct pool_impl *pi, const void *ptr, enum where w, struct ra
 	s = off / pi->slot;
 	if (s >= pi->per_range)
 		return -EINVAL;
-	if (w == SLOT_START ? off % pi->slot != 0 : off % pi->slot >= pi->pub.size)
+	if (w == SLOT_START ? off % pi->slot != 0 : off % pi->slot + (size_t)w > pi->pub.size)
 		return -EINVAL;
 	*rp = r;
 	*sp = s;
@@ -647,19 +650,19 @@ RSK_EXPORT int rsk_mempool_free(struct rsk_mempool *p, void *obj)
 
 /* Is ptr inside a live object?  No lock: a racing free makes the answer
  * stale, as it would be a moment later anyway. */
-static int check_live(struct pool_impl *pi, const void *ptr)
+static int check_live(struct pool_impl *pi, const void *ptr, enum where w)
 {
 	struct range *r;
 	const char *what;
 	size_t s;
 
-	return lookup(pi, ptr, INSIDE_OBJECT, &r, &s, &what) ? -EINVAL : 0;
+	return lookup(pi, ptr, w, &r, &s, &what) ? -EINVAL : 0;
 }
 
 RSK_EXPORT int rsk_mempool_for_each(struct rsk_mempool *p, const void *ptr,
 				    int (*fn)(void *copy, int idx, void *arg), void *arg)
 {
-	if (!pool_alive(p) || ptr == NULL || fn == NULL || check_live(impl_of(p), ptr) != 0)
+	if (!pool_alive(p) || ptr == NULL || fn == NULL || check_live(impl_of(p), ptr, INSIDE_OBJECT) != 0)
 		return -EINVAL;
 	for (int i = 0; i < p->nr; i++) {
 		int ret = fn(rsk_percpu_ptr((char *)ptr, i), i, arg);
@@ -784,10 +787,13 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 	return update_locked(p, ctr, idx, v, 0, NULL);
 }
 
+/* ctr is an aligned word, all of whose bytes are inside one live object:
+ * a word that starts in an object and runs past its end would read (and
+ * exchange would write) the next object's bytes. */
 static int counter_ok(struct rsk_mempool *p, const intptr_t *ctr)
 {
 	return pool_alive(p) && ctr != NULL && ((uintptr_t)ctr % sizeof(intptr_t)) == 0 &&
-	       check_live(impl_of(p), ctr) == 0;
+	       check_live(impl_of(p), ctr, WORD_INSIDE_OBJECT) == 0;
 }
 
 RSK_EXPORT int rsk_pcounter_read(struct rsk_mempool *p, const intptr_t *ctr, int idx, intptr_t *value)

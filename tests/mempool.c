@@ -203,6 +203,64 @@ static void bad_input(void)
 	printf("ok %d # SKIP after destroy: reads freed memory on purpose\n", ++tap_n);
 }
 
+/* The counter's readers and exchange take a word all of whose bytes are
+ * inside one live object: in a pool of 12-byte objects aligned to 4, a
+ * word at obj + 8 runs 4 bytes into the next object (read, sum and
+ * exchange once accepted it, and exchange wrote those bytes). */
+static void word_bounds(void)
+{
+	struct rsk_mempool *p = make(12, 4, RSK_INDEX_CPU, 0);
+	unsigned char *o[4] = { NULL }, *obj = NULL, *next = NULL, copy_before[16], copy_after[16];
+	intptr_t v, old = 0, *past, *inside;
+	int ra, rb, rc, rd, idx = 0, changed = 0;
+
+	if (p == NULL) {
+		tap_ok(0, "word bounds: create a pool of 12-byte objects aligned to 4");
+		return;
+	}
+	for (int i = 0; i < 4; i++)
+		o[i] = rsk_mempool_zalloc(p);
+	/* An object whose + 8 is word-aligned, and the object after it. */
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 4; j++)
+			if (o[i] && o[j] && (uintptr_t)o[i] % 8 == 0 && o[j] == o[i] + 12)
+				obj = o[i], next = o[j];
+	if (obj == NULL) {
+		tap_ok(0, "word bounds: two adjacent objects, the first 8-aligned");
+		rsk_mempool_destroy(p);
+		return;
+	}
+	past = (intptr_t *)(void *)(obj + 8);
+	inside = (intptr_t *)(void *)obj;
+	memset(rsk_percpu_ptr(next, idx), 0x3c, 12);
+	memcpy(copy_before, rsk_percpu_ptr(next, idx), 12);
+	ra = rsk_pcounter_read(p, past, idx, &v);
+	rb = rsk_pcounter_sum(p, past, &v);
+	rc = rsk_pcounter_exchange(p, past, idx, (intptr_t)0x7777777777777777ll, &old);
+	memcpy(copy_after, rsk_percpu_ptr(next, idx), 12);
+	changed = memcmp(copy_before, copy_after, 12) != 0;
+	tap_ok(ra == -EINVAL && rb == -EINVAL && rc == -EINVAL && !changed,
+	       "word bounds: a word at obj + 8 of a 12-byte object -> read %d, sum %d, exchange %d "
+	       "(-EINVAL); the next object %s",
+	       ra, rb, rc, changed ? "CHANGED" : "untouched");
+	rd = rsk_pcounter_exchange(p, inside, idx, 5, &old);
+	ra = rsk_pcounter_read(p, inside, idx, &v) == 0 && v == 5;
+	rb = rsk_pcounter_sum(p, inside, &v) == 0 && v == 5;
+	tap_ok(rd == 0 && ra && rb, "word bounds: the word at obj + 0 is accepted (exchange %d, sum %ld)",
+	       rd, (long)v);
+	rsk_mempool_destroy(p);
+
+	/* A word that ends exactly at the object's end is inside it. */
+	p = make(16, 8, RSK_INDEX_CPU, 0);
+	obj = p ? rsk_mempool_zalloc(p) : NULL;
+	tap_ok(obj != NULL && rsk_pcounter_exchange(p, (intptr_t *)(void *)(obj + 8), 0, 9, &old) == 0 &&
+		       rsk_pcounter_sum(p, (intptr_t *)(void *)(obj + 8), &v) == 0 && v == 9 &&
+		       rsk_pcounter_read(p, (intptr_t *)(void *)(obj + 16), 0, &v) == -EINVAL,
+	       "word bounds: 16-byte objects: the word at obj + 8 is accepted, obj + 16 is not");
+	if (p)
+		rsk_mempool_destroy(p);
+}
+
 /* --- address arithmetic --------------------------------------------------- */
 
 static void addressing(enum rsk_index_mode mode, const char *mn)
@@ -1067,6 +1125,7 @@ static void iteration(void)
 static void run_all(void)
 {
 	bad_input();
+	word_bounds();
 	addressing(RSK_INDEX_CPU, "cpu");
 	addressing(RSK_INDEX_CID, "cid");
 	initial_values();

@@ -289,7 +289,7 @@ RSK_PCOUNTER_SLOW_ATTR_ int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *
  * rsk_percpu_ptr(ctr, idx); without rseq, with the gate closed, or after
  * rsk_abort_limit() aborts, the slow path adds under the gate.
  * Precondition (not checked on the fast path): ctr is an intptr_t-aligned
- * word inside a live object of p.
+ * word whose bytes all lie inside one live object of p.
  */
 /* Not API: one attempt in a mode known at compile time (so that each of
  * rsk_index() and rsk_gated_add() folds to its one form). */
@@ -372,8 +372,9 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
  * = the sum of all copies (wrapping, computed unsigned).
  * rsk_pcounter_exchange - replace copy idx with value and store the old
  * one in *old, exactly, while other threads keep adding (gate + fence).
- * Return 0, -EINVAL (NULL argument, idx outside [0, nr), ctr not inside a
- * live object of p); exchange also -ENXIO (the fence failed), -EDEADLK
+ * Return 0, -EINVAL (NULL argument, idx outside [0, nr), ctr not an
+ * intptr_t-aligned word whose bytes all lie inside one live object of p);
+ * exchange also -ENXIO (the fence failed), -EDEADLK
  * (from a handler whose thread holds that copy's gate), -EOWNERDEAD (the
  * gate's holder is gone); on an error nothing is changed.
  */
