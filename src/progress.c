@@ -357,12 +357,29 @@ static __attribute__((noinline)) void gate_wake(intptr_t *gate)
 
 /* ---- holder slots ---- */
 
-#define GATE_TRACK 11 /* gates remembered per thread (for the fork child) */
+/*
+ * Every gate a thread holds is remembered, for the fork child, which
+ * rewrites them with its new id: the first GATE_TRACK in the slot itself,
+ * the rest in pages mapped on demand (struct held_more), chained from the
+ * slot and kept with it (the next owner of the slot reuses them).  Entry i
+ * of a thread's holds is held_entry(s, i); an entry a page could not be
+ * mapped for is not known (NULL), as is a hold without a word.
+ */
+#define GATE_TRACK 10
+#define HELD_MORE_BYTES 4096
+#define HELD_MORE ((HELD_MORE_BYTES - sizeof(void *)) / sizeof(intptr_t *))
+
+struct held_more {
+	struct held_more *next;
+	intptr_t *held[HELD_MORE];
+};
+_Static_assert(sizeof(struct held_more) == HELD_MORE_BYTES, "a page of holds");
 
 struct gate_slot {
 	int32_t owner;		    /* thread id of its owner, 0 when free */
 	int32_t nheld;		    /* gates and locks held or being taken */
 	intptr_t *held[GATE_TRACK]; /* the first GATE_TRACK of them (NULL: not known) */
+	struct held_more *more;	    /* the rest, HELD_MORE a page */
 	uint64_t counts[ST_N];	    /* events of its owners, past and present */
 } __attribute__((aligned(128)));
 _Static_assert(sizeof(struct gate_slot) == 128, "a holder slot is one 128-byte line pair");
@@ -478,18 +495,75 @@ static inline void slot_leave_to(struct gate_slot *s, int n)
 		__atomic_store_n(&s->nheld, n, __ATOMIC_RELEASE);
 }
 
+/*
+ * Where entry i of the slot's holds is kept, or NULL: not in a page that
+ * exists (create: map the pages it needs; NULL if that fails).  The slot
+ * is its thread's own, but a signal handler of that thread may interrupt
+ * a page's mapping and map one too: a page is linked in with a
+ * compare-and-swap, and the loser unmaps its own.
+ */
+static __attribute__((noinline)) intptr_t **held_entry(struct gate_slot *s, int i, int create)
+{
+	struct held_more **link = &s->more, *m;
+	size_t k;
+
+	if (i < GATE_TRACK)
+		return &s->held[i];
+	for (k = (size_t)i - GATE_TRACK;; k -= HELD_MORE, link = &m->next) {
+		m = __atomic_load_n(link, __ATOMIC_ACQUIRE);
+		if (m == NULL) {
+			struct held_more *none = NULL;
+
+			if (!create)
+				return NULL;
+			m = mmap(NULL, HELD_MORE_BYTES, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (m == MAP_FAILED)
+				return NULL;
+			if (!__atomic_compare_exchange_n(link, &none, m, 0, __ATOMIC_ACQ_REL,
+							 __ATOMIC_ACQUIRE)) {
+				munmap(m, HELD_MORE_BYTES);
+				m = none;
+			}
+		}
+		if (k < HELD_MORE)
+			return &m->held[k];
+	}
+}
+
+static intptr_t *held_get(struct gate_slot *s, int i)
+{
+	intptr_t **e = held_entry(s, i, 0);
+
+	return e != NULL ? *e : NULL;
+}
+
+static void held_set(struct gate_slot *s, int i, intptr_t *word)
+{
+	intptr_t **e = held_entry(s, i, word != NULL);
+
+	if (e != NULL)
+		*e = word;
+}
+
+/* Remember `word` as entry n (the count slot_enter() returned). */
 static inline void slot_track(struct gate_slot *s, int n, intptr_t *word)
 {
-	if (n < GATE_TRACK && s != &shared_slot)
-		s->held[n] = word;
+	if (LIKELY(n < GATE_TRACK)) {
+		if (s != &shared_slot)
+			s->held[n] = word;
+	} else if (s != &shared_slot) {
+		held_set(s, n, word);
+	}
 }
 
 /* The thread released `word`, which it held: forget it.  The entries
- * [0, min(nheld, GATE_TRACK)) are the gates held, NULL for one not known. */
+ * [0, nheld) are the gates held, NULL for one not known. */
 static __attribute__((noinline)) void slot_untrack(struct gate_slot *s, const intptr_t *word)
 {
 	int n = __atomic_load_n(&s->nheld, __ATOMIC_RELAXED);
-	int top = (n < GATE_TRACK ? n : GATE_TRACK) - 1, i;
+	int top = n - 1, i;
+	intptr_t *last;
 
 	if (UNLIKELY(s == &shared_slot)) {
 		__atomic_fetch_sub(&s->nheld, 1, __ATOMIC_RELEASE);
@@ -497,20 +571,18 @@ static __attribute__((noinline)) void slot_untrack(struct gate_slot *s, const in
 	}
 	if (n <= 0)
 		return;
-	if (LIKELY(top >= 0 && s->held[top] == word)) {
+	last = held_get(s, top);
+	if (LIKELY(last == word)) {
 		i = top;
 	} else {
-		for (i = top; i >= 0 && s->held[i] != word; i--)
+		for (i = top; i >= 0 && held_get(s, i) != word; i--)
 			;
-		if (i < 0) /* not known: it stands behind a NULL entry, or beyond */
-			for (i = top; i >= 0 && s->held[i] != NULL; i--)
+		if (i < 0) /* not known: it stands behind a NULL entry */
+			for (i = top; i >= 0 && held_get(s, i) != NULL; i--)
 				;
 	}
-	if (i >= 0) {
-		s->held[i] = s->held[top];
-		if (n > GATE_TRACK) /* one of the gates beyond is now not known */
-			s->held[top] = NULL;
-	}
+	if (i >= 0 && i != top)
+		held_set(s, i, last);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->nheld, n - 1, __ATOMIC_RELEASE);
 }
@@ -771,7 +843,8 @@ static __attribute__((noinline)) int gate_take_wait(struct gate_self *g, intptr_
 }
 
 /* One try to take *word for the calling thread (g: self()), its common
- * case: no fork or start-up in progress, the gate open.  The hold is
+ * case: no fork or start-up in progress, the gate open, fewer than
+ * GATE_TRACK holds already (the wait path tracks the others).  The hold is
  * counted before the compare-and-swap, which fork_prepare() relies on
  * (see ctl_slow()).  The word gets the thread's id and `bits`.  Returns
  * whether it took the gate; when not, it changed nothing. */
@@ -784,10 +857,10 @@ static inline int gate_try(struct gate_self *g, intptr_t *word, intptr_t bits)
 	if (UNLIKELY(s == &shared_slot))
 		return 0;
 	n = slot_enter(s);
-	if (LIKELY(__atomic_load_n(&gate_ctl, __ATOMIC_RELAXED) == CTL_READY &&
+	if (LIKELY(n < GATE_TRACK && __atomic_load_n(&gate_ctl, __ATOMIC_RELAXED) == CTL_READY &&
 		   __atomic_compare_exchange_n(word, &seen, (intptr_t)g->tid | bits, 0,
 					       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
-		slot_track(s, n, word);
+		s->held[n] = word;
 		return 1;
 	}
 	slot_leave_to(s, n);
@@ -1355,12 +1428,16 @@ static void fork_child(void)
 		struct gate_slot *s = g->slot;
 		g->tid = tid;
 		if (s != &shared_slot) {
-			int top = s->nheld < GATE_TRACK ? s->nheld : GATE_TRACK;
 			s->owner = tid;
-			/* The gates this thread holds carry its old id. */
-			for (int i = 0; i < top; i++)
-				if (s->held[i] != NULL && (*s->held[i] & RSK_GATE_TID) == old)
-					*s->held[i] = tid;
+			/* Every gate this thread holds carries its old id:
+			 * the new one, and of the flags only GATE_PLAIN (the
+			 * waiters and reports were the parent's). */
+			for (int i = 0; i < s->nheld; i++) {
+				intptr_t *w = held_get(s, i);
+
+				if (w != NULL && (*w & RSK_GATE_TID) == old)
+					*w = (*w & GATE_PLAIN) | tid;
+			}
 		}
 	}
 	__atomic_and_fetch(&gate_ctl, ~CTL_FORKING, __ATOMIC_SEQ_CST);
