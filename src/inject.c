@@ -3,6 +3,7 @@
  * Injection points (see <rseqkit/inject.h>): only in the test build of the
  * library (-DRSEQKIT_INJECT), never in the installed one.
  */
+#include <errno.h>
 #include "internal.h"
 
 #ifdef RSEQKIT_INJECT
@@ -22,6 +23,25 @@ RSK_EXPORT __attribute__((weak)) void rsk_inject_hook(int point)
 RSK_EXPORT __attribute__((weak)) void rsk_inject_activation(int step)
 {
 	(void)step;
+}
+
+/* Default NUMA stand-ins (see internal.h): the machine's own. */
+RSK_EXPORT __attribute__((weak)) int rsk_inject_numa_nodes(void)
+{
+	return 0;
+}
+
+RSK_EXPORT __attribute__((weak)) int rsk_inject_numa_cpu_node(int cpu)
+{
+	(void)cpu;
+	return -1;
+}
+
+RSK_EXPORT __attribute__((weak)) int rsk_inject_numa_mbind(int cpu, int node)
+{
+	(void)cpu;
+	(void)node;
+	return ENOSYS;
 }
 #else
 typedef int rsk_inject_unused; /* ISO C wants something in a file */

@@ -56,6 +56,22 @@ void rsk_inject_activation(int step);
 #endif
 
 /*
+ * Injection builds: a test may stand in for the NUMA topology and mbind(2)
+ * of the memory pools (src/mempool.c), so that a machine of one node runs
+ * the binding and its failures.  rsk_inject_numa_nodes(): 0 (the
+ * library's default) to use the machine's, or n: nodes 0 to n - 1 have
+ * memory, rsk_inject_numa_cpu_node(cpu) is cpu's node (-1: none; n or
+ * more: a node without memory) and rsk_inject_numa_mbind(cpu, node) is
+ * the result of binding cpu's stride to node (0, or the errno mbind fails
+ * with) instead of the call.
+ */
+#if RSK_INJECTING
+int rsk_inject_numa_nodes(void);
+int rsk_inject_numa_cpu_node(int cpu);
+int rsk_inject_numa_mbind(int cpu, int node);
+#endif
+
+/*
  * After an abort (a cold path): count it and tell whether the operation
  * has now aborted rsk_abort_limit() times in a row and must finish on its
  * slow path - the progress guarantee when a debugger single-steps.

@@ -41,6 +41,7 @@
 #define BITS 64
 #define MPOL_PREFERRED_ 1 /* <linux/mempolicy.h>, not needed as a header */
 #define MAX_NODES 1024
+#define LONG_BITS (8 * (int)sizeof(unsigned long))
 #define MAX_REPORTED_LEAKS 16
 
 struct range {
@@ -84,6 +85,9 @@ struct pool_impl {
 	unsigned long errors;
 	int numa_nodes; /* > 1: strides are bound to cpu_node[] */
 	int *cpu_node;
+#if RSK_INJECTING
+	int numa_fake; /* the topology and mbind are the test's (internal.h) */
+#endif
 };
 
 static struct pool_impl *impl_of(struct rsk_mempool *p)
@@ -136,13 +140,17 @@ static int all_bytes(const void *mem, size_t n, unsigned char b)
 
 /* --- topology: memory nodes and the node of each CPU --------------------- */
 
-static int count_list(const char *path)
+/* The number of entries of a sysfs list such as "0-3,8", and in has[] a
+ * bit for each entry below nhas (has may be NULL). */
+static int count_list(const char *path, unsigned long *has, int nhas)
 {
 	char buf[4096];
 	int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
 	ssize_t len;
 	char *s, *end;
 
+	if (has != NULL)
+		memset(has, 0, (size_t)nhas / 8);
 	if (fd < 0)
 		return 0;
 	len = read(fd, buf, sizeof(buf) - 1);
@@ -156,6 +164,9 @@ static int count_list(const char *path)
 			b = strtol(end + 1, &end, 10);
 		if (b >= a)
 			n += (int)(b - a + 1);
+		for (long k = a; has != NULL && k <= b && k < nhas; k++)
+			if (k >= 0)
+				has[k / LONG_BITS] |= 1ul << (k % LONG_BITS);
 		if (*end != ',')
 			break;
 		s = end + 1;
@@ -183,40 +194,95 @@ static int node_of_cpu(int cpu)
 	return node;
 }
 
-/* Bind each CPU's stride of a fresh range to that CPU's node. */
+/* Bind CPU cpu's stride at addr to node (mask: a bitmap of MAX_NODES
+ * bits, node's set).  Returns 0 or mbind's errno. */
+static int mbind_stride(struct pool_impl *pi, int cpu, void *addr, int node,
+			const unsigned long *mask)
+{
+#if RSK_INJECTING
+	if (pi->numa_fake)
+		return rsk_inject_numa_mbind(cpu, node);
+#else
+	(void)pi, (void)cpu, (void)node;
+#endif
+	/* maxnode counts one past the last bit the kernel reads. */
+	if (syscall(SYS_mbind, addr, RSK_MEMPOOL_STRIDE, MPOL_PREFERRED_, mask,
+		    (unsigned long)MAX_NODES + 1, 0ul) != 0)
+		return errno;
+	return 0;
+}
+
+/*
+ * Bind each CPU's stride of a fresh range to that CPU's node.  A failure
+ * is the CPU's, not the pool's: that CPU's copies are placed by first
+ * touch from then on (cpu_node[] -1: it would fail in every range), it is
+ * reported once on stderr, and the other CPUs stay bound in this range and
+ * the next.  Only ENOSYS (a kernel without NUMA) and EPERM (a seccomp
+ * filter) end the binding of the whole pool, which numa_nodes 0 in the
+ * stats then shows.  Called with the pool's mutex held.
+ */
 static void bind_range(struct pool_impl *pi, char *base)
 {
-	unsigned long mask[MAX_NODES / (8 * sizeof(unsigned long))];
+	unsigned long mask[MAX_NODES / LONG_BITS];
 
 	for (int i = 0; i < pi->pub.nr && pi->numa_nodes > 1; i++) {
-		int node = pi->cpu_node[i];
+		int node = pi->cpu_node[i], err;
 
 		if (node < 0 || node >= MAX_NODES)
 			continue;
 		memset(mask, 0, sizeof(mask));
-		mask[node / (8 * sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
-		/* maxnode counts one past the last bit the kernel reads. */
-		if (syscall(SYS_mbind, base + (size_t)i * RSK_MEMPOOL_STRIDE, RSK_MEMPOOL_STRIDE,
-			    MPOL_PREFERRED_, mask, (unsigned long)MAX_NODES + 1, 0ul) != 0)
-			pi->numa_nodes = 0; /* seccomp, no NUMA in the kernel: first touch */
+		mask[node / LONG_BITS] |= 1ul << (node % LONG_BITS);
+		err = mbind_stride(pi, i, base + (size_t)i * RSK_MEMPOOL_STRIDE, node, mask);
+		if (err == 0)
+			continue;
+		if (err == ENOSYS || err == EPERM) {
+			pi->numa_nodes = 0;
+			return;
+		}
+		pi->cpu_node[i] = -1;
+		report(pi, "mbind(2) of the copies of CPU %d to node %d failed (%s): first touch places them",
+		       i, node, strerror(err));
 	}
 }
 
 static void numa_setup(struct pool_impl *pi)
 {
+	unsigned long has_memory[MAX_NODES / LONG_BITS];
 	int nodes;
 
 	pi->numa_nodes = 0;
 	if ((pi->flags & RSK_MEMPOOL_NO_NUMA) || pi->pub.mode != RSK_INDEX_CPU)
 		return;
-	nodes = count_list("/sys/devices/system/node/has_memory");
+	nodes = count_list("/sys/devices/system/node/has_memory", has_memory, MAX_NODES);
+#if RSK_INJECTING
+	pi->numa_fake = rsk_inject_numa_nodes() > 0;
+	if (pi->numa_fake) {
+		nodes = rsk_inject_numa_nodes();
+		memset(has_memory, 0, sizeof(has_memory));
+		for (int k = 0; k < nodes && k < MAX_NODES; k++)
+			has_memory[k / LONG_BITS] |= 1ul << (k % LONG_BITS);
+	}
+#endif
 	if (nodes < 2)
 		return;
 	pi->cpu_node = malloc((size_t)pi->pub.nr * sizeof(int));
 	if (pi->cpu_node == NULL)
 		return;
-	for (int i = 0; i < pi->pub.nr; i++)
-		pi->cpu_node[i] = node_of_cpu(i);
+	for (int i = 0; i < pi->pub.nr; i++) {
+		int node = node_of_cpu(i);
+
+#if RSK_INJECTING
+		if (pi->numa_fake)
+			node = rsk_inject_numa_cpu_node(i);
+#endif
+		/* A CPU on a node without memory (MPOL_PREFERRED would be
+		 * refused): not bound, the first touch takes the nearest node
+		 * with memory. */
+		if (node < 0 || node >= MAX_NODES ||
+		    !(has_memory[node / LONG_BITS] & (1ul << (node % LONG_BITS))))
+			node = -1;
+		pi->cpu_node[i] = node;
+	}
 	pi->numa_nodes = nodes;
 }
 

@@ -726,6 +726,119 @@ static void numa(int require_nodes)
 	tap_ok(nb > 0 && bound == 0, "negative control, RSK_MEMPOOL_NO_NUMA: %d copies on the wrong node", nb);
 }
 
+/* --- NUMA binding failures (the test build's stand-ins, src/internal.h) --- */
+
+#define FAKE_CPUS 64
+static int fake_nodes;			/* 0: the machine's topology */
+static int fake_cpu_node[FAKE_CPUS];	/* each CPU's node; >= fake_nodes: no memory */
+static int fake_errno[FAKE_CPUS];	/* what binding each CPU's stride fails with */
+static int fake_all_errno;		/* what every binding fails with (0: none) */
+static int fake_calls[FAKE_CPUS];	/* bindings tried per CPU */
+
+int rsk_inject_numa_nodes(void)
+{
+	return fake_nodes;
+}
+
+int rsk_inject_numa_cpu_node(int cpu)
+{
+	return cpu < FAKE_CPUS ? fake_cpu_node[cpu] : -1;
+}
+
+int rsk_inject_numa_mbind(int cpu, int node)
+{
+	if (cpu >= FAKE_CPUS)
+		return EINVAL;
+	fake_calls[cpu]++;
+	if (fake_all_errno)
+		return fake_all_errno;
+	if (node >= fake_nodes) /* MPOL_PREFERRED on a node without memory */
+		return EINVAL;
+	return fake_errno[cpu];
+}
+
+/* A pool of two ranges under the stand-ins; its stats and stderr. */
+static void fake_numa_pool(struct rsk_mempool_stats *st, char *err, size_t len)
+{
+	struct rsk_mempool *p;
+	void *o[40];
+	size_t n = 0;
+
+	memset(fake_calls, 0, sizeof(fake_calls));
+	memset(st, 0, sizeof(*st));
+	capture_start();
+	p = make(4096, 64, RSK_INDEX_CPU, 0);
+	while (p != NULL && n < sizeof(o) / sizeof(o[0]) && rsk_mempool_stats(p, st) == 0 &&
+	       st->ranges < 2)
+		o[n++] = rsk_mempool_alloc(p);
+	if (p != NULL)
+		rsk_mempool_destroy(p);
+	capture_end(err, len);
+}
+
+static void numa_failures(void)
+{
+	struct rsk_mempool_stats st;
+	char err[4096];
+	int nr = rsk_possible_cpus(), others_ok = 1, odd_calls = 0;
+
+	if (nr < 2 || nr > FAKE_CPUS) {
+		for (int i = 0; i < 3; i++)
+			tap_ok(1, "# SKIP numa: the stand-in topology needs 2 to 64 possible CPUs "
+			       "(%d here)", nr);
+		return;
+	}
+	/* One CPU's binding fails (EINVAL, as MPOL_PREFERRED on a node that
+	 * has no memory gives): that CPU's copies go to first touch, the
+	 * others stay bound in every later range, and it is reported. */
+	fake_nodes = 2;
+	for (int i = 0; i < nr; i++)
+		fake_cpu_node[i] = i % 2, fake_errno[i] = 0;
+	fake_errno[1] = EINVAL;
+	fake_numa_pool(&st, err, sizeof(err));
+	for (int i = 0; i < nr; i++)
+		if (i != 1 && fake_calls[i] != (int)st.ranges)
+			others_ok = 0;
+	tap_ok(st.ranges == 2 && fake_calls[1] == 1 && others_ok && st.numa_nodes == 2 &&
+		       strstr(err, "mbind") != NULL && strstr(err, "CPU 1 ") != NULL,
+	       "numa: one CPU's mbind fails (EINVAL): tried once (%d), the %d other CPUs bound in "
+	       "each of %zu ranges (%s), stats numa_nodes %d (2), reported: %s",
+	       fake_calls[1], nr - 1, st.ranges, others_ok ? "yes" : "NO", st.numa_nodes,
+	       err[0] ? strtok(err, "\n") : "NOTHING");
+
+	/* A node without memory: its CPUs are not bound at all (the kernel
+	 * refuses it; first touch takes the nearest node with memory). */
+	for (int i = 0; i < nr; i++)
+		fake_cpu_node[i] = i % 2 ? 2 : 0, fake_errno[i] = 0;
+	fake_numa_pool(&st, err, sizeof(err));
+	others_ok = 1;
+	for (int i = 0; i < nr; i++) {
+		if (i % 2)
+			odd_calls += fake_calls[i];
+		else if (fake_calls[i] != (int)st.ranges)
+			others_ok = 0;
+	}
+	tap_ok(st.ranges == 2 && odd_calls == 0 && others_ok && st.numa_nodes == 2 && err[0] == 0,
+	       "numa: CPUs of a node without memory are left to first touch (%d bindings tried), "
+	       "the others bound in each range (%s), numa_nodes %d (2), nothing reported (%s)",
+	       odd_calls, others_ok ? "yes" : "NO", st.numa_nodes, err[0] ? strtok(err, "\n") : "");
+
+	/* No NUMA in the kernel, or a seccomp filter (ENOSYS): the first
+	 * failure ends the binding of the pool, and the stats say so. */
+	for (int i = 0; i < nr; i++)
+		fake_cpu_node[i] = i % 2;
+	fake_all_errno = ENOSYS;
+	fake_numa_pool(&st, err, sizeof(err));
+	odd_calls = 0;
+	for (int i = 0; i < nr; i++)
+		odd_calls += fake_calls[i];
+	tap_ok(st.ranges == 2 && odd_calls == 1 && st.numa_nodes == 0,
+	       "numa: mbind gives ENOSYS: one try in all (%d), numa_nodes %d (0)", odd_calls,
+	       st.numa_nodes);
+	fake_all_errno = 0;
+	fake_nodes = 0;
+}
+
 /* The row of the issue's "committed memory of a cid pool used by 2 threads
  * on a machine with 64 possible CPUs" (tests/qemu/mempool-numa.sh boots
  * 64 CPUs of which the kernel brings up 2, maxcpus=2, and checks that the
@@ -1143,6 +1256,7 @@ static void run_all(void)
 	accounting();
 	destroy_unmaps();
 	numa(0);
+	numa_failures();
 }
 
 static void without_rseq(char **argv)

@@ -34,8 +34,14 @@
  * node, each CPU's stride of every range is bound (mbind(MPOL_PREFERRED))
  * to that CPU's node when the range is reserved, so copies land there
  * whichever thread writes them first (the library's own zeroing or
- * template copy included).  In RSK_INDEX_CID mode a concurrency id runs on
- * any CPU: placement is by first touch.
+ * template copy included).  A CPU on a node without memory is not bound
+ * (first touch takes the nearest node with memory).  When binding a CPU's
+ * stride fails, that CPU's copies are placed by first touch in this range
+ * and every later one, the failure is reported once on stderr, and the
+ * other CPUs stay bound; only ENOSYS or EPERM (a kernel without NUMA, a
+ * seccomp filter) ends the binding of the whole pool, and then
+ * rsk_mempool_stats() reports numa_nodes 0.  In RSK_INDEX_CID mode a
+ * concurrency id runs on any CPU: placement is by first touch.
  *
  * Initial values.  Every copy of a new object starts zeroed, as the
  * template says (`init_template`: every copy starts as these `size`
