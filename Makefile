@@ -354,8 +354,9 @@ $(BUILD)/tests/negative-%.t: tests/%.c $(NOARM_LIB) $(LIB_HDR) $(wildcard tests/
 
 # ASan + UBSan (any UBSan report is fatal: -fno-sanitize-recover) over a
 # chosen subset: primitives (and its negative-control twin, which must
-# still catch lost updates), structures, registration, identity, fence, the
-# pool, the examples and the quick stress tier.  Left out, and why:
+# still catch lost updates), structures, the copy buffer's item sizes and
+# alignments, registration, identity, fence, the pool, the examples and the
+# quick stress tier.  Left out, and why:
 # registration_static (ASan cannot link -static), valgrind (valgrind and
 # ASan shadow memory do not mix), seccomp and singlestep (a ptraced or
 # filtered child under ASan's own syscalls and signals tests ASan, not
@@ -368,7 +369,7 @@ SAN_BUILD   := build-asan
 SAN_CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                -Wno-error=maybe-uninitialized
 SAN_LDFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
-SAN_TESTS   := primitives structures negative-primitives registration identity fence \
+SAN_TESTS   := primitives structures copybuf_items negative-primitives registration identity fence \
                examples stress_quick stress_progress $(if $(wildcard tests/pool.c),pool)
 .PHONY: check-sanitize
 check-sanitize:
