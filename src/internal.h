@@ -26,12 +26,25 @@ struct rsk_process {
 	int cid_for_structures;
 	int unloadable;		/* this copy was dlopen'ed: its destructor cleans up */
 	unsigned env_abort_limit; /* RSEQKIT_ABORT_LIMIT, or the default */
+	/* RSEQKIT_CHECK_THREADS=1: no thread runs sections (the owner is
+	 * none) and every operation checks its thread first
+	 * (rsk_check_thread_()) against the area the fast paths would use:
+	 * its offset from the thread pointer (0: no area to check) and the
+	 * length it was registered with. */
+	int check_threads;
+	ptrdiff_t check_offset;
+	unsigned check_size;
 };
 extern struct rsk_process rsk_process;
 
 #define RSK_DEFAULT_ABORT_LIMIT 16
 
 void rsk_init_once(void);
+/* RSEQKIT_CHECK_THREADS=1: stop the process, with a message, when the
+ * calling thread is not one rseqkit supports (src/runtime.c).  Called at
+ * the entries of the out-of-line paths, before they touch any TLS, when
+ * rsk_process.check_threads is set. */
+void rsk_check_thread_(void);
 /* Time-slice extension (slice.c): offered to this process's registrations
  * (at initialisation), and a thread's registration is new. */
 int rsk_slice_offered_(const struct rsk_process *p);
