@@ -35,7 +35,10 @@ struct rsk_process {
 	ptrdiff_t check_offset;
 	unsigned check_size;
 };
-extern struct rsk_process rsk_process;
+/* Hidden also where it is declared: the other files then reach it
+ * directly, not through the GOT (the check_threads test is on every plain
+ * path). */
+extern struct rsk_process rsk_process __attribute__((visibility("hidden")));
 
 #define RSK_DEFAULT_ABORT_LIMIT 16
 
