@@ -44,9 +44,10 @@ extern struct rsk_process rsk_process __attribute__((visibility("hidden")));
 
 void rsk_init_once(void);
 /* RSEQKIT_CHECK_THREADS=1: stop the process, with a message, when the
- * calling thread is not one rseqkit supports (src/runtime.c).  Called at
- * the entries of the out-of-line paths, before they touch any TLS, when
- * rsk_process.check_threads is set. */
+ * calling thread is not one rseqkit supports (src/runtime.c).  Called,
+ * when rsk_process.check_threads is set, where every operation's
+ * out-of-line path begins (rsk_percpu_home_(), rsk_thread_ensure(),
+ * rsk_percpu_on_cpu()), before it touches TLS. */
 void rsk_check_thread_(void);
 /* Time-slice extension (slice.c): offered to this process's registrations
  * (at initialisation), and a thread's registration is new. */

@@ -24,23 +24,40 @@
 #include <stdint.h>
 #include <linux/futex.h>
 #include <rseqkit/counter.h>
+#include <rseqkit/mempool.h>
+#include <rseqkit/pool.h>
 #include "harness.h"
 
 #define STACK_SIZE (256 * 1024)
 #define TLS_SIZE   (256 * 1024)
 
 static struct rsk_counter *counter;
+static struct rsk_pool *pool;
+static struct rsk_mempool *mpool;
+static intptr_t *pctr;
 static long adds;
+static enum { OP_COUNTER, OP_POOL, OP_PCOUNTER } op;
 
 struct raw_thread {
 	unsigned char *stack, *tls;
 	volatile int ctid; /* cleared by the kernel when the thread exits */
 };
 
+/* The operation of the workers: counter adds; or pool allocations and
+ * frees (a pair per round); or pool-counter adds. */
 static void add_loop(void)
 {
-	for (long i = 0; i < adds; i++)
-		rsk_counter_add(counter, 1);
+	for (long i = 0; i < adds; i++) {
+		if (op == OP_COUNTER) {
+			rsk_counter_add(counter, 1);
+		} else if (op == OP_PCOUNTER) {
+			rsk_pcounter_add(mpool, pctr, 1);
+		} else {
+			void *obj = rsk_pool_alloc(pool);
+			if (obj != NULL)
+				rsk_pool_free(pool, obj);
+		}
+	}
 }
 
 static void *pthread_body(void *arg)
@@ -118,14 +135,22 @@ static void raw_join(struct raw_thread *t)
 }
 #endif
 
-/* --child pthread|raw|shared N: two threads of that kind add 1 N times
- * each; prints the sum; exit 0 when it is exact, 3 when not. */
-static int child(const char *kind, long n)
+/* --child pthread|raw|shared[:pool|:pcounter] N: two threads of that kind
+ * add 1 N times each (or allocate and free N times); prints the sum (or
+ * the round count); exit 0 when it is exact, 3 when not. */
+static int child(const char *arg, long n)
 {
+	struct rsk_pool_config pcfg = { .size = 64, .cache_capacity = 16, .mode = RSK_INDEX_CPU };
+	struct rsk_mempool_config mcfg = { .size = sizeof(intptr_t), .mode = RSK_INDEX_CPU };
+	char kind[32];
+	const char *colon = strchr(arg, ':');
 	intptr_t sum = 0;
 
+	snprintf(kind, sizeof(kind), "%.*s", colon ? (int)(colon - arg) : (int)strlen(arg), arg);
+	op = colon == NULL ? OP_COUNTER : strcmp(colon + 1, "pool") == 0 ? OP_POOL : OP_PCOUNTER;
 	adds = n;
-	if (rsk_counter_create(&counter, RSK_INDEX_CPU) != 0)
+	if (rsk_counter_create(&counter, RSK_INDEX_CPU) != 0 || rsk_pool_create(&pool, &pcfg) != 0 ||
+	    rsk_mempool_create(&mpool, &mcfg) != 0 || (pctr = rsk_mempool_zalloc(mpool)) == NULL)
 		return 2;
 	if (strcmp(kind, "pthread") == 0) {
 		pthread_t t[2];
@@ -146,7 +171,12 @@ static int child(const char *kind, long n)
 		return 2;
 #endif
 	}
-	rsk_counter_sum(counter, &sum);
+	if (op == OP_COUNTER)
+		rsk_counter_sum(counter, &sum);
+	else if (op == OP_PCOUNTER)
+		rsk_pcounter_sum(mpool, pctr, &sum);
+	else
+		sum = 2 * n; /* the threads finished */
 	printf("sum %ld of %ld\n", (long)sum, 2 * n);
 	fflush(stdout);
 	return sum == (intptr_t)(2 * n) ? 0 : 3;
@@ -208,7 +238,7 @@ int main(int argc, char **argv)
 		tap_plan_skip_all("no rseq(2) here: nothing misreads an area");
 		return 0;
 	}
-	tap_plan(7);
+	tap_plan(9);
 
 	for (int m = 0; m < 2; m++) {
 		char label[160];
@@ -265,8 +295,24 @@ int main(int argc, char **argv)
 			       strstr(out, "sum ") == NULL,
 		       "%s: stopped by SIGABRT, the message names the unregistered area", label);
 	}
+	/* The other out-of-line entries: the pool's plain path (its home
+	 * cache) and the pool counter's (the thread's index). */
+	for (int k = 0; k < 2; k++) {
+		const char *what = k == 0 ? "raw:pool" : "raw:pcounter";
+		char label[160];
+
+		snprintf(label, sizeof(label),
+			 "[libc] RSEQKIT_CHECK_THREADS=1, raw clone(2) threads, zeroed TLS, %s",
+			 k == 0 ? "rsk_pool_alloc/free" : "rsk_pcounter_add");
+		run("libc", "1", what, "100000", out, sizeof(out), &status);
+		show(label, out, status);
+		tap_ok(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT &&
+			       strstr(out, "is not one rseqkit supports: its thread pointer") != NULL &&
+			       strstr(out, "sum ") == NULL,
+		       "%s: stopped by SIGABRT, with the message", label);
+	}
 #else
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 5; i++)
 		tap_skip("the raw clone(2) threads are written for x86-64 only (i386's CLONE_SETTLS "
 			 "takes a segment descriptor)",
 			 "raw clone(2) threads under RSEQKIT_CHECK_THREADS=1 (case %d)", i + 1);
