@@ -88,6 +88,41 @@ $(NOARM_LIB): $(NOARM_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
+# The ThreadSanitizer variant of the library, installed beside the plain
+# one where CC can build with -fsanitize=thread (not i386: TSan has no
+# runtime there): librseqkit-tsan.a, librseqkit-tsan.so and
+# rseqkit-tsan.pc.  A program built with -fsanitize=thread and linked with
+# the plain library gets reports from inside it: TSan does not see the
+# synchronisation of code it did not instrument (the gates' atomics, the
+# pools' locks), only the library's calls of free() or memcpy() on memory
+# the program touches.  Linked with this variant, it gets only its own
+# (doc/GUIDE.md, section 8).  The .so is linked without -z defs: under
+# clang the TSan runtime is in the executable, not in a library.  gcc
+# warns (-Wtsan) that TSan does not model atomic_thread_fence(); the
+# annotations of <rseqkit/tsan.h> and the gates' atomics carry the order.
+TSAN_OBJ    := $(patsubst src/%.c,$(BUILD)/obj/tsan/%.o,$(LIB_SRC))
+TSAN_STATIC := $(BUILD)/lib/librseqkit-tsan.a
+TSAN_SHARED := $(BUILD)/lib/librseqkit-tsan.so.$(VERSION)
+TSAN_PC     := $(BUILD)/rseqkit-tsan.pc
+TSAN_VFLAGS  = -fsanitize=thread -fno-omit-frame-pointer $(if $(findstring clang,$(CC)),,-Wno-tsan)
+# Exit status 0 when CC builds and links a -fsanitize=thread program.
+TSAN_PROBE   = printf 'int main(void) { return 0; }\n' | \
+	$(CC) $(CFLAGS) -fsanitize=thread -x c -o /dev/null - >/dev/null 2>&1
+.PHONY: lib-tsan
+lib-tsan: $(TSAN_STATIC) $(TSAN_SHARED)
+$(BUILD)/obj/tsan/%.o: src/%.c $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $(TSAN_VFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+$(TSAN_STATIC): $(TSAN_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+$(TSAN_SHARED): $(TSAN_OBJ) src/librseqkit.map
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -fsanitize=thread -shared -Wl,-soname,librseqkit-tsan.so.$(SOVER) \
+		-Wl,--version-script=src/librseqkit.map -o $@ $(TSAN_OBJ) $(LDLIBS)
+	ln -sf librseqkit-tsan.so.$(VERSION) $(BUILD)/lib/librseqkit-tsan.so.$(SOVER)
+	ln -sf librseqkit-tsan.so.$(SOVER) $(BUILD)/lib/librseqkit-tsan.so
+
 # A 32-bit x86 compiler (install's defaults differ for it).
 I386_CC := $(findstring -m32,$(CC) $(CFLAGS))$(findstring i686-,$(CC))
 
@@ -274,6 +309,16 @@ $(PC_FILE): Makefile
 		'Name: rseqkit' 'Description: restartable sequences and per-CPU data for Linux' \
 		'Version: $(VERSION)' 'Cflags: -I$${includedir} -pthread' \
 		'Libs: -L$${libdir} -lrseqkit' 'Libs.private: -pthread' > $@
+# The TSan variant's: its library, and -fsanitize=thread on both sides
+# (the program must be instrumented too; its link brings the runtime).
+.PHONY: $(TSAN_PC)
+$(TSAN_PC): Makefile
+	@mkdir -p $(@D)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(PC_LIBDIR)' 'includedir=$(PC_INCDIR)' '' \
+		'Name: rseqkit-tsan' \
+		'Description: rseqkit built with ThreadSanitizer, for programs built with -fsanitize=thread' \
+		'Version: $(VERSION)' 'Cflags: -I$${includedir} -pthread -fsanitize=thread' \
+		'Libs: -L$${libdir} -lrseqkit-tsan -fsanitize=thread' 'Libs.private: -pthread' > $@
 
 # ELF class and machine of a file (bytes 4 and 18-19), to tell a 32-bit
 # library from a 64-bit one without readelf.
@@ -304,6 +349,17 @@ install: all $(PC_FILE) install-check-libdir
 	ln -sf librseqkit.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librseqkit.so.$(SOVER)
 	ln -sf librseqkit.so.$(SOVER) $(DESTDIR)$(LIBDIR)/librseqkit.so
 	install -m 644 $(PC_FILE) $(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit.pc
+	@if $(TSAN_PROBE); then \
+		$(MAKE) --no-print-directory lib-tsan $(TSAN_PC) && \
+		echo "install: the ThreadSanitizer variant (librseqkit-tsan, rseqkit-tsan.pc)" && \
+		install -m 644 $(TSAN_STATIC) $(DESTDIR)$(LIBDIR)/ && \
+		install -m 755 $(TSAN_SHARED) $(DESTDIR)$(LIBDIR)/ && \
+		ln -sf librseqkit-tsan.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librseqkit-tsan.so.$(SOVER) && \
+		ln -sf librseqkit-tsan.so.$(SOVER) $(DESTDIR)$(LIBDIR)/librseqkit-tsan.so && \
+		install -m 644 $(TSAN_PC) $(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit-tsan.pc || exit 1; \
+	else \
+		echo "install: no ThreadSanitizer variant: $(CC) cannot build with -fsanitize=thread"; \
+	fi
 	@if [ -n "$(BINDIR)" ]; then \
 		echo "install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/"; \
 		install -d $(DESTDIR)$(BINDIR) && install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/; \
@@ -322,7 +378,11 @@ install: all $(PC_FILE) install-check-libdir
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/librseqkit.a $(DESTDIR)$(LIBDIR)/librseqkit.so \
 		$(DESTDIR)$(LIBDIR)/librseqkit.so.$(SOVER) $(DESTDIR)$(LIBDIR)/librseqkit.so.$(VERSION) \
-		$(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit.pc
+		$(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit.pc \
+		$(DESTDIR)$(LIBDIR)/librseqkit-tsan.a $(DESTDIR)$(LIBDIR)/librseqkit-tsan.so \
+		$(DESTDIR)$(LIBDIR)/librseqkit-tsan.so.$(SOVER) \
+		$(DESTDIR)$(LIBDIR)/librseqkit-tsan.so.$(VERSION) \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit-tsan.pc
 	-rmdir $(DESTDIR)$(LIBDIR)/pkgconfig 2>/dev/null
 	$(if $(BINDIR),rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS))),@true)
 	@others=$$(ls $(DESTDIR)$(PREFIX)/lib*/librseqkit.so.$(SOVER) \

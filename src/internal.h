@@ -26,12 +26,29 @@ struct rsk_process {
 	int cid_for_structures;
 	int unloadable;		/* this copy was dlopen'ed: its destructor cleans up */
 	unsigned env_abort_limit; /* RSEQKIT_ABORT_LIMIT, or the default */
+	/* RSEQKIT_CHECK_THREADS=1: no thread runs sections (the owner is
+	 * none) and every operation checks its thread first
+	 * (rsk_check_thread_()) against the area the fast paths would use:
+	 * its offset from the thread pointer (0: no area to check) and the
+	 * length it was registered with. */
+	int check_threads;
+	ptrdiff_t check_offset;
+	unsigned check_size;
 };
-extern struct rsk_process rsk_process;
+/* Hidden also where it is declared: the other files then reach it
+ * directly, not through the GOT (the check_threads test is on every plain
+ * path). */
+extern struct rsk_process rsk_process __attribute__((visibility("hidden")));
 
 #define RSK_DEFAULT_ABORT_LIMIT 16
 
 void rsk_init_once(void);
+/* RSEQKIT_CHECK_THREADS=1: stop the process, with a message, when the
+ * calling thread is not one rseqkit supports (src/runtime.c).  Called,
+ * when rsk_process.check_threads is set, where every operation's
+ * out-of-line path begins (rsk_percpu_home_(), rsk_thread_ensure(),
+ * rsk_percpu_on_cpu()), before it touches TLS. */
+void rsk_check_thread_(void);
 /* Time-slice extension (slice.c): offered to this process's registrations
  * (at initialisation), and a thread's registration is new. */
 int rsk_slice_offered_(const struct rsk_process *p);

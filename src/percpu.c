@@ -115,8 +115,13 @@ static __attribute__((noinline)) int home_choose(int nr)
 /* See internal.h. */
 int rsk_percpu_home_(int nr)
 {
-	int h = home_part;
+	int h;
 
+	/* Every operation of a thread without sections comes here first:
+	 * the place for RSEQKIT_CHECK_THREADS, before home_part (TLS). */
+	if (__builtin_expect(rsk_process.check_threads, 0))
+		rsk_check_thread_();
+	h = home_part;
 	/* Almost always: chosen, and below nr (a CPU number). */
 	if (__builtin_expect((unsigned)h < (unsigned)nr, 1))
 		return h;
@@ -284,6 +289,8 @@ int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *a
 		return -EINVAL;
 	if (!rsk_percpu_alive_(h))
 		return -EINVAL;
+	if (__builtin_expect(rsk_process.check_threads, 0))
+		rsk_check_thread_(); /* before the gate's TLS */
 	if (k->peek != NULL && (r = k->peek(s, cpu, arg)) != RSK_TRY_DONE)
 		return rsk_percpu_final_error_(r);
 	err = rsk_gate_close_named_(k->gate(s, cpu), h->mode, cpu, k->name, s);

@@ -526,6 +526,19 @@ void rsk_init_once(void)
 	 * inline fast paths start using it as soon as it is nonzero. */
 	offset = 0;
 	decide_owner(p, &offset);
+	if (env_switch("RSEQKIT_CHECK_THREADS", 0)) {
+		/* The user's word: check each operation's thread (see
+		 * rsk_check_thread_()); sections are off, so that every
+		 * operation comes to the out-of-line code that checks. */
+		p->check_threads = 1;
+		p->check_offset = p->owner != RSK_OWNER_NONE ? offset : 0;
+		p->check_size = p->registered_size;
+		if (p->owner != RSK_OWNER_NONE) {
+			p->owner = RSK_OWNER_NONE;
+			p->reason = "RSEQKIT_CHECK_THREADS=1: every operation checks its thread and "
+				    "takes its slow path";
+		}
+	}
 	cid = p->owner != RSK_OWNER_NONE && offset == (int)offset &&
 	      p->feature_size >= RSK_ABI_OFF_MM_CID + 4 &&
 	      p->registered_size >= RSK_ABI_OFF_MM_CID + 4;
@@ -605,6 +618,8 @@ static enum rsk_thread_state thread_activate(void)
 
 enum rsk_thread_state rsk_thread_ensure(void)
 {
+	if (__builtin_expect(rsk_process.check_threads, 0))
+		rsk_check_thread_(); /* before `self`, which is TLS */
 	if (__builtin_expect(self.state != RSK_THREAD_NEW, 1))
 		return self.state;
 	rsk_init_once();
@@ -612,6 +627,117 @@ enum rsk_thread_state rsk_thread_ensure(void)
 	enum rsk_thread_state st = thread_activate();
 	errno = saved_errno;
 	return st;
+}
+
+/* ---- RSEQKIT_CHECK_THREADS ---- */
+
+/* Append the decimal digits of v to buf at n (no stdio: the thread may
+ * have no usable TLS, which printf's locale look-ups read). */
+static size_t put_decimal(char *buf, size_t n, size_t cap, unsigned long v)
+{
+	char digits[24];
+	size_t k = 0;
+
+	do
+		digits[k++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (k > 0 && n < cap)
+		buf[n++] = digits[--k];
+	return n;
+}
+
+static size_t put_text(char *buf, size_t n, size_t cap, const char *text)
+{
+	while (*text != '\0' && n < cap)
+		buf[n++] = *text++;
+	return n;
+}
+
+/*
+ * Report an unsupported thread and stop the process with SIGABRT, as
+ * abort() would: an operation of that thread could already have lost
+ * another thread's update, and returning an error would let a caller that
+ * ignores it go on losing them.  Only system calls, which touch no TLS
+ * when they succeed (abort() reads the thread's descriptor).
+ */
+static __attribute__((noreturn)) void check_failed(const char *what, int cpu)
+{
+	long tid = syscall(SYS_gettid);
+	uint64_t abrt = (uint64_t)1 << (SIGABRT - 1);
+	char msg[640];
+	size_t n = 0, cap = sizeof(msg);
+
+	n = put_text(msg, n, cap, "rseqkit: RSEQKIT_CHECK_THREADS: thread ");
+	n = put_decimal(msg, n, cap, (unsigned long)tid);
+	n = put_text(msg, n, cap, " is not one rseqkit supports: ");
+	n = put_text(msg, n, cap, what);
+	if (cpu >= 0) {
+		n = put_decimal(msg, n, cap, (unsigned long)cpu);
+		n = put_text(msg, n, cap, ", but the kernel has not registered that area for this thread");
+	}
+	n = put_text(msg, n, cap,
+		     " (a thread made with clone(2) directly, whose thread pointer and TLS libc did not "
+		     "set up?).  Only threads created by a libc thread API may use rseqkit: see "
+		     "rseqkit(7), Threads.\n");
+	(void)!write(STDERR_FILENO, msg, n);
+	syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &abrt, NULL, sizeof(abrt));
+	syscall(SYS_tgkill, (long)getpid(), tid, SIGABRT);
+	syscall(SYS_exit_group, 128 + SIGABRT); /* a handler of SIGABRT returned */
+	__builtin_unreachable();
+}
+
+/*
+ * RSEQKIT_CHECK_THREADS=1: whether the calling thread is one rseqkit
+ * supports, one whose thread pointer and TLS libc set up.  The inline
+ * fast paths cannot tell: in a TLS block libc did not set up (a thread
+ * made with clone(2) and CLONE_SETTLS to a zeroed block) the rseq area at
+ * the process-wide offset reads cpu_id 0, a valid CPU, and the thread
+ * runs sections the kernel does not protect, losing other threads'
+ * updates without a sign.  This mode turns the sections off (the offset
+ * the fast paths read is 0), so every operation reaches the out-of-line
+ * code, which calls this first, before it touches TLS of its own.
+ *
+ * Two tests, neither using TLS (errno included) until the first passed:
+ *  - x86: the word at %fs:0 (%gs:0), the thread control block's pointer
+ *    to itself that the ABI requires, is 0 in a zeroed block;
+ *  - everywhere: an area that reads as registered (cpu_id >= 0) must be
+ *    the thread's registration.  rseq(2) asked to unregister that area
+ *    with a signature nobody registers with answers EPERM when the
+ *    kernel has this very area (and length) registered for the calling
+ *    thread, and changes nothing; EINVAL when it has another area or
+ *    none.  Any other answer (ENOSYS under a filter) tells nothing.
+ * One system call per operation: this is a mode for finding such
+ * threads, not for production.
+ */
+void rsk_check_thread_(void)
+{
+	const struct rsk_process *p = &rsk_process;
+	const struct rsk_abi_area *area;
+	int32_t cpu;
+	int saved_errno;
+	long r;
+
+#if defined(__x86_64__) || defined(__i386__)
+	if (rsk_arch_thread_pointer() == NULL)
+		check_failed("its thread pointer (the word at the start of its thread control block) "
+			     "is 0",
+			     -1);
+#endif
+	if (p->check_offset == 0)
+		return; /* no rseq: no area the fast paths could misread */
+	area = (const struct rsk_abi_area *)(const void *)((const char *)rsk_arch_thread_pointer() +
+							    p->check_offset);
+	cpu = rsk_area_cpu_id(area);
+	if (cpu < 0)
+		return; /* reads as unregistered: no section would run */
+	saved_errno = errno;
+	r = syscall(RSK_ARCH_NR_RSEQ, area, p->check_size, RSK_ABI_FLAG_UNREGISTER,
+		    RSK_ARCH_SIGNATURE ^ 1u);
+	if (r != 0 && errno == EINVAL)
+		check_failed("its rseq area (at the process-wide offset from the thread pointer) "
+			     "reads cpu_id ",
+			     cpu);
+	errno = saved_errno;
 }
 
 RSK_EXPORT int rsk_index_slow(enum rsk_index_mode mode)

@@ -6,6 +6,10 @@
 #   - a program built with pkg-config links the shared library, runs, reports
 #     a CPU and counts with a per-CPU add; the same program linked with the
 #     static archive (librseqkit.a only, and fully -static), and as C++;
+#   - where CC builds -fsanitize=thread programs: the ThreadSanitizer variant
+#     (librseqkit-tsan, rseqkit-tsan.pc) is installed, and a TSan program
+#     using a pool across threads gets no report with it, but reports from
+#     inside rseqkit with the plain library;
 #   - soname librseqkit.so.0; only rsk_* symbols exported, all at version
 #     RSEQKIT_0, and exactly those listed in abi/librseqkit.symbols;
 #   - every installed header compiles on its own (C), the umbrella header in
@@ -270,6 +274,145 @@ if command -v pkg-config >/dev/null 2>&1; then
 	fi
 else
 	skip "pkg-config not installed: consumer programs not built [pkg pkg-config]"
+fi
+
+# --- the ThreadSanitizer variant --------------------------------------------
+# A program built with -fsanitize=thread that allocates, frees and drains a
+# pool across threads, linked as doc/GUIDE.md (section 8) says: with the
+# installed rseqkit-tsan.pc it must get 0 reports, from the shared and the
+# static variant.  Linked with the plain library it gets reports from
+# inside rseqkit (the library's free()/memcpy() on objects another thread
+# wrote, ordered by code TSan did not instrument): the negative control.
+cat >"$tmp/tsan_pool.c" <<'EOF'
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <rseqkit/rseqkit.h>
+
+#define THREADS 4
+#define ROUNDS 20000
+
+static struct rsk_pool *pool;
+static int stop;
+
+static void *worker(void *arg)
+{
+	void *held[8];
+
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < 8; i++) {
+			held[i] = rsk_pool_alloc(pool);
+			if (held[i] == NULL)
+				return (void *)1;
+			memset(held[i], (int)(long)arg, 64); /* the program's own writes */
+		}
+		for (int i = 0; i < 8; i++)
+			if (rsk_pool_free(pool, held[i]) != 0)
+				return (void *)1;
+	}
+	return NULL;
+}
+
+static void *drainer(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		if (rsk_pool_drain(pool, -1) != 0)
+			return (void *)1;
+		rsk_pool_trim(pool);
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	struct rsk_pool_config cfg = { .size = 64, .cache_capacity = 16, .mode = RSK_INDEX_CPU };
+	pthread_t t[THREADS], d;
+	void *ret;
+	int bad = 0;
+
+	if (rsk_pool_create(&pool, &cfg) != 0)
+		return 2;
+	pthread_create(&d, NULL, drainer, NULL);
+	for (long i = 0; i < THREADS; i++)
+		pthread_create(&t[i], NULL, worker, (void *)i);
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(t[i], &ret);
+		bad |= ret != NULL;
+	}
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	pthread_join(d, &ret);
+	bad |= ret != NULL;
+	rsk_pool_destroy(pool);
+	printf("pool across %d threads with drains: %s\n", THREADS, bad ? "FAILED" : "done");
+	return bad;
+}
+EOF
+# run_tsan BINARY: one run, its reports counted (tsan_status, tsan_reports).
+run_tsan() {
+	env LD_LIBRARY_PATH="$prefix/lib" TSAN_OPTIONS="exitcode=66" "$1" >"$tmp/tsan.out" 2>&1
+	tsan_status=$?
+	tsan_reports=$(grep -c '^WARNING: ThreadSanitizer' "$tmp/tsan.out")
+}
+printf 'int main(void) { return 0; }\n' >"$tmp/tsan_probe.c"
+if ! $CC $CFLAGS -fsanitize=thread -o "$tmp/tsan_probe" "$tmp/tsan_probe.c" >/dev/null 2>&1; then
+	skip "CC=$CC cannot build -fsanitize=thread programs (i386 has no TSan runtime): no TSan variant to try"
+	grep -q 'no ThreadSanitizer variant' "$tmp/install.log"
+	ok $? "make install says it installs no ThreadSanitizer variant for CC=$CC"
+elif ! command -v pkg-config >/dev/null 2>&1; then
+	skip "pkg-config not installed: the TSan variant not tried [pkg pkg-config]"
+else
+	missing=
+	for f in lib/librseqkit-tsan.a lib/librseqkit-tsan.so lib/librseqkit-tsan.so.0 \
+		lib/pkgconfig/rseqkit-tsan.pc; do
+		[ -e "$prefix/$f" ] || missing="$missing $f"
+	done
+	[ -z "$missing" ]
+	ok $? "the ThreadSanitizer variant is installed${missing:+ (missing:$missing)}"
+	tcflags=$(pkg-config --cflags rseqkit-tsan)
+	tlibs=$(pkg-config --libs rseqkit-tsan)
+	# The shared variant, then the static one (-Wl,-Bstatic as above).
+	for kind in shared static; do
+		if [ $kind = shared ]; then
+			link=$tlibs
+		else
+			link=$(echo "$tlibs" | sed 's/-lrseqkit-tsan/-Wl,-Bstatic -lrseqkit-tsan -Wl,-Bdynamic/')
+		fi
+		$CC $CFLAGS -Wall -Wextra -Werror $tcflags -o "$tmp/tsan-$kind" "$tmp/tsan_pool.c" \
+			$link >"$tmp/cc.log" 2>&1
+		status=$?
+		ok $status "a -fsanitize=thread program links the $kind TSan variant ($tcflags ... $link)"
+		diag "$tmp/cc.log"
+		[ $status -eq 0 ] || continue
+		if [ $kind = shared ]; then
+			readelf -d "$tmp/tsan-$kind" | grep -q 'NEEDED.*\[librseqkit-tsan\.so\.0\]'
+		else
+			! readelf -d "$tmp/tsan-$kind" | grep -q 'NEEDED.*librseqkit'
+		fi
+		ok $? "the $kind TSan consumer uses the $kind librseqkit-tsan"
+		for try in 1 2 3; do
+			run_tsan "$tmp/tsan-$kind"
+			[ "$tsan_status" -ne 0 ] && break
+		done
+		[ "$tsan_status" -eq 0 ] && [ "$tsan_reports" -eq 0 ] && grep -q 'drains: done' "$tmp/tsan.out"
+		ok $? "pool alloc/free/drain across threads, $kind TSan variant: no ThreadSanitizer report in 3 runs (last: exit $tsan_status, $tsan_reports reports)"
+		[ "$tsan_status" -eq 0 ] || head -n 40 "$tmp/tsan.out" | diag
+	done
+	# The negative control: the plain library, the program instrumented.
+	$CC $CFLAGS -fsanitize=thread $(pkg-config --cflags rseqkit) -o "$tmp/tsan-plain" \
+		"$tmp/tsan_pool.c" $(pkg-config --libs rseqkit) >"$tmp/cc.log" 2>&1
+	status=$?
+	ok $status "the same program links the plain library (-fsanitize=thread, pkg-config rseqkit)"
+	diag "$tmp/cc.log"
+	if [ $status -eq 0 ]; then
+		for try in 1 2 3 4 5; do
+			run_tsan "$tmp/tsan-plain"
+			[ "$tsan_reports" -gt 0 ] && break
+		done
+		[ "$tsan_status" -eq 66 ] && [ "$tsan_reports" -gt 0 ] && grep -q 'rsk_pool_' "$tmp/tsan.out"
+		ok $? "negative control: with the plain library TSan reports races inside rseqkit (run $try: exit $tsan_status, $tsan_reports reports)"
+		grep -m 1 -A 6 '^WARNING: ThreadSanitizer' "$tmp/tsan.out" | diag
+	fi
 fi
 
 # --- headers ----------------------------------------------------------------

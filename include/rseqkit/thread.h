@@ -2,12 +2,18 @@
 /*
  * rseqkit/thread.h - registration, identity and the process-wide picture.
  *
- * Every function here is correct from its first call in any thread: the
+ * Every function here is correct from its first call in any thread libc
+ * created (the main thread, pthread_create(), thrd_create()): the
  * library initialises itself lazily (and idempotently) and registers the
- * calling thread on first use if libc has not.  No function aborts the
- * process: without rseq (old kernel, seccomp, valgrind, qemu-user) the
- * accessors answer from sched_getcpu()/getcpu(2) and rsk_index() reports -1
- * so that callers take their slow path.
+ * calling thread on first use if libc has not.  A thread made with
+ * clone(2) directly is not supported, even after rsk_register(): the
+ * fast paths read the rseq area at a fixed offset from the thread
+ * pointer, which in such a thread is not one the kernel registered for
+ * it; RSEQKIT_CHECK_THREADS=1 finds such threads (rseqkit(7), Threads).
+ * No function aborts the process (but that checking mode, at such a
+ * thread's first operation): without rseq (old kernel, seccomp,
+ * valgrind, qemu-user) the accessors answer from sched_getcpu()/getcpu(2)
+ * and rsk_index() reports -1 so that callers take their slow path.
  */
 #ifndef RSEQKIT_THREAD_H
 #define RSEQKIT_THREAD_H
