@@ -108,12 +108,12 @@ static enum rsk_try copybuf_locked_bytes(void *s, int idx, void *arg)
 	struct rsk_copybuf *b = s;
 	struct rsk_copybuf_part *p = rsk_copybuf_part_(b, idx);
 	struct copybuf_op *o = arg;
-	intptr_t count = p->count, *slot;
+	intptr_t count = p->count;
 
 	if (o->op == RSK_COPYBUF_PUSH_) {
 		if (count >= b->capacity)
 			return RSK_TRY_FULL;
-		slot = &p->item[(size_t)count * b->words];
+		intptr_t *slot = &p->item[(size_t)count * b->words];
 		slot[b->words - 1] = 0;
 		memcpy(slot, o->words, b->item_size);
 		/* Release: the item is published with the count. */

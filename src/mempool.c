@@ -41,7 +41,7 @@
 #define BITS 64
 #define MPOL_PREFERRED_ 1 /* <linux/mempolicy.h>, not needed as a header */
 #define MAX_NODES 1024
-#define LONG_BITS (8 * (int)sizeof(unsigned long))
+#define LONG_BITS ((int)(8 * sizeof(unsigned long)))
 #define MAX_REPORTED_LEAKS 16
 
 struct range {
