@@ -90,7 +90,7 @@ $(SHARED): $(PIC_OBJ) src/librseqkit.map
 MALLOC_SRC   := $(wildcard src/malloc/*.c)
 MALLOC_HDR   := include/rseqkit/malloc.h
 MALLOC_FLAGS := -fPIC -fvisibility=hidden -fno-builtin-malloc -fno-builtin-calloc \
-		-fno-builtin-realloc -fno-builtin-free -fno-tree-loop-distribute-patterns
+		-fno-builtin-realloc -fno-builtin-free
 MALLOC_SO    := $(BUILD)/lib/librseqkit-malloc.so
 MALLOC_SO_V  := $(BUILD)/lib/librseqkit-malloc.so.$(VERSION)
 MALLOC_A     := $(BUILD)/lib/librseqkit-malloc.a
