@@ -78,7 +78,7 @@ int rsk_malloc_trim(size_t pad);
 struct rsk_malloc_stats {
 	size_t mapped;		/* bytes mapped for objects (spans + large blocks) */
 	size_t in_use;		/* bytes of objects allocated and not freed (class sizes) */
-	size_t cached;		/* bytes of free objects in the per-CPU caches */
+	size_t cached;		/* free bytes in the per-CPU caches and the large-block cache */
 	size_t central;		/* bytes of free objects in the central lists */
 	size_t large_blocks;	/* large allocations (mapped one by one) */
 	size_t large_bytes;	/* their bytes */

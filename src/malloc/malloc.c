@@ -31,6 +31,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <sched.h>
 #include <stdint.h>
@@ -391,11 +392,15 @@ static long now_ns(void)
 	return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
+#define RELEASE_INTERVAL_NS 1000000000L
+
 /* Give every slab whose objects are all back in its class's depot to the
  * system; drain: first move the per-CPU caches' objects there. */
+static int lc_flush(long older);
+
 static int release_free(int drain)
 {
-	int n = 0;
+	int n = lc_flush(drain ? LONG_MAX : now_ns() - RELEASE_INTERVAL_NS);
 
 	for (unsigned c = 0; c < NCLASS; c++) {
 		struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
@@ -415,7 +420,6 @@ static int release_free(int drain)
  * most once a second, the free slabs go back to the system.  The bound on
  * how long a free slab stays mapped is one second after the next such
  * event; malloc_trim() releases at once. */
-#define RELEASE_INTERVAL_NS 1000000000L
 static void maybe_release(void)
 {
 	long t = now_ns(), last = __atomic_load_n(&last_release_ns, __ATOMIC_RELAXED);
@@ -469,7 +473,7 @@ static size_t check_block(unsigned c, void *p, const char *op)
 
 /* ---- small objects ---- */
 
-static NOINLINE void *large_alloc(size_t n, size_t align);
+static NOINLINE void *large_alloc(size_t n, size_t align, int zero);
 
 /* Class c's object, the slow way: the pool made on first use, check mode,
  * a refill.  n and align are what was asked (align 16 for malloc): check
@@ -489,7 +493,7 @@ static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
 			s = (size_t)1 << (64 - __builtin_clzll((unsigned long long)(s - 1)));
 		}
 		if (s > SMALL_MAX)
-			return large_alloc(n, align);
+			return large_alloc(n, align, 0);
 		c = size_class(s);
 	}
 	p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
@@ -527,12 +531,114 @@ ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
 	return small_slow(c, n, align, ret);
 }
 
-/* ---- large blocks: mapped one by one ---- */
+/* ---- large blocks: mapped one by one ----
+ *
+ * A freed large block of up to LC_MAX_BLOCK bytes is kept (unmapped from
+ * the page map, so a second free is still a pointer never returned) in a
+ * small cache, up to LC_MAX_BYTES in all, for the next large allocation
+ * that fits it with at most a quarter of it unused: a program that
+ * allocates and frees a 1 MiB buffer in a loop does not pay an mmap,
+ * a munmap and the page faults each time.  A block cached for a second or
+ * more is unmapped at the next release (maybe_release), every one at
+ * malloc_trim(), and all of them before an mmap that failed is retried.
+ */
+#define LC_N	     16
+#define LC_MAX_BLOCK ((size_t)32 << 20)
+#define LC_MAX_BYTES ((size_t)64 << 20)
 
-static NOINLINE void *large_alloc(size_t n, size_t align)
+static struct {
+	intptr_t lock; /* rsk_lock_take_ */
+	size_t bytes;
+	struct {
+		char *p;
+		size_t len; /* 0: empty */
+		long when;
+	} e[LC_N];
+} lc;
+
+static int lc_lock(void)
+{
+	int err = rsk_lock_take_(&lc.lock, "malloc large cache", &lc);
+
+	return err == 0 || err == -EOWNERDEAD;
+}
+
+/* A cached block of at least len bytes (and at most 5/4 of it); its
+ * length in *got.  NULL: none. */
+static char *lc_take(size_t len, size_t *got)
+{
+	int best = -1;
+	char *p = NULL;
+
+	if (__atomic_load_n(&lc.bytes, __ATOMIC_RELAXED) == 0 || !lc_lock())
+		return NULL;
+	for (int i = 0; i < LC_N; i++)
+		if (lc.e[i].len >= len && lc.e[i].len - len <= len / 4 &&
+		    (best < 0 || lc.e[i].len < lc.e[best].len))
+			best = i;
+	if (best >= 0) {
+		p = lc.e[best].p;
+		*got = lc.e[best].len;
+		lc.e[best].len = 0;
+		__atomic_store_n(&lc.bytes, lc.bytes - *got, __ATOMIC_RELAXED);
+	}
+	rsk_lock_drop_(&lc.lock);
+	return p;
+}
+
+/* Keep a freed block; 0 if it does not fit (the caller unmaps it). */
+static int lc_put(char *p, size_t len, long now)
+{
+	int ok = 0;
+
+	if (len > LC_MAX_BLOCK || !lc_lock())
+		return 0;
+	if (lc.bytes + len <= LC_MAX_BYTES)
+		for (int i = 0; i < LC_N; i++)
+			if (lc.e[i].len == 0) {
+				lc.e[i].p = p;
+				lc.e[i].len = len;
+				lc.e[i].when = now;
+				__atomic_store_n(&lc.bytes, lc.bytes + len, __ATOMIC_RELAXED);
+				ok = 1;
+				break;
+			}
+	rsk_lock_drop_(&lc.lock);
+	return ok;
+}
+
+/* Unmap the cached blocks kept since before `older` (all: LONG_MAX);
+ * returns how many. */
+static int lc_flush(long older)
+{
+	struct {
+		char *p;
+		size_t len;
+	} gone[LC_N];
+	int n = 0;
+
+	if (__atomic_load_n(&lc.bytes, __ATOMIC_RELAXED) == 0 || !lc_lock())
+		return 0;
+	for (int i = 0; i < LC_N; i++)
+		if (lc.e[i].len != 0 && lc.e[i].when < older) {
+			gone[n].p = lc.e[i].p;
+			gone[n++].len = lc.e[i].len;
+			__atomic_store_n(&lc.bytes, lc.bytes - lc.e[i].len, __ATOMIC_RELAXED);
+			lc.e[i].len = 0;
+		}
+	rsk_lock_drop_(&lc.lock);
+	for (int i = 0; i < n; i++)
+		munmap(gone[i].p, gone[i].len);
+	return n;
+}
+
+/* n bytes aligned to align; zero: the bytes must read as 0 (a new
+ * mapping does, a cached block is cleared). */
+static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
 {
 	size_t len, extra, total;
 	char *m, *p;
+	int retried = 0;
 
 	if (!ensure_init())
 		return boot_alloc(align, n);
@@ -545,9 +651,19 @@ static NOINLINE void *large_alloc(size_t n, size_t align)
 	total = len + extra;
 	if ((len >> PAGE_SHIFT) > (UINTPTR_MAX >> 2))
 		goto nomem;
-	m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
-		goto nomem;
+	if (extra == 0 && (p = lc_take(len, &total)) != NULL) {
+		len = total;
+		if (zero)
+			memset(p, 0, len);
+		goto found;
+	}
+	for (;;) {
+		m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m != MAP_FAILED)
+			break;
+		if (retried++ || lc_flush(LONG_MAX) == 0)
+			goto nomem;
+	}
 	p = m;
 	if (extra != 0) {
 		p = (char *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
@@ -556,6 +672,7 @@ static NOINLINE void *large_alloc(size_t n, size_t align)
 		if (p + len < m + total)
 			munmap(p + len, (size_t)(m + total - (p + len)));
 	}
+found:
 	if (pm_set(p, len, ((uintptr_t)(len >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0) {
 		munmap(p, len);
 		goto nomem;
@@ -577,7 +694,8 @@ static void large_free(void *p, uintptr_t e)
 	pm_set(p, PAGE, 0, 1);
 	__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
-	munmap(p, len);
+	if (!lc_put(p, len, now_ns()))
+		munmap(p, len);
 	maybe_release();
 }
 
@@ -589,7 +707,7 @@ ALWAYS_INLINE void *do_malloc(size_t n)
 		unsigned c = size_class(n);
 		return small_alloc(c, n, 16);
 	}
-	return large_alloc(n, 0);
+	return large_alloc(n, 0, 0);
 }
 
 /* free() of a pointer whose entry is not a small object of a fast pool. */
@@ -661,9 +779,10 @@ static void *do_calloc(size_t nmemb, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (n > SMALL_MAX)
+		return large_alloc(n, 0, 1); /* a new mapping is zero already */
 	p = do_malloc(n);
-	/* A fresh large block is zero already (a new mapping). */
-	if (p != NULL && (n <= SMALL_MAX || in_boot(p)))
+	if (p != NULL)
 		memset(p, 0, n);
 	return p;
 }
@@ -703,7 +822,7 @@ static void *do_realloc(void *p, size_t n)
 		if (pm_set(q, PAGE, ((uintptr_t)(nlen >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0) {
 			/* Keep it findable: back where it was is not possible,
 			 * so copy it into a fresh block. */
-			void *r = large_alloc(n, 0);
+			void *r = large_alloc(n, 0, 0);
 			if (r != NULL)
 				memcpy(r, q, len < nlen ? len : nlen);
 			munmap(q, nlen);
@@ -741,7 +860,7 @@ static void *do_aligned(size_t align, size_t n)
 		if (s <= SMALL_MAX)
 			return small_alloc(size_class(s), n, align);
 	}
-	return large_alloc(n, align);
+	return large_alloc(n, align, 0);
 }
 
 /* glibc 2.36's memalign (and aligned_alloc): an alignment that is not a
@@ -847,7 +966,8 @@ static void stats_fill(struct rsk_malloc_stats *st)
 	}
 	st->large_blocks = __atomic_load_n(&large_blocks, __ATOMIC_RELAXED);
 	st->large_bytes = __atomic_load_n(&large_bytes, __ATOMIC_RELAXED);
-	st->mapped += st->large_bytes;
+	st->cached += __atomic_load_n(&lc.bytes, __ATOMIC_RELAXED);
+	st->mapped += st->large_bytes + __atomic_load_n(&lc.bytes, __ATOMIC_RELAXED);
 	st->metadata += __atomic_load_n(&pm_leaves, __ATOMIC_RELAXED) * PM_LEAF_N * sizeof(uintptr_t);
 	st->rss = read_rss();
 }
