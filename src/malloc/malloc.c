@@ -957,6 +957,7 @@ static void stats_fill(struct rsk_malloc_stats *st)
 		size_t sz = class_size(c);
 		if (p == NULL || rsk_pool_stats(p, &ps) != 0)
 			continue;
+		st->mode = p->mode == RSK_INDEX_CID; /* the mode in effect */
 		st->mapped += ps.bytes_mapped;
 		st->in_use += ps.in_use * sz;
 		st->cached += ps.cached * sz;
@@ -981,6 +982,7 @@ static void stats_print(int fd)
 	stats_fill(&st);
 	msg_s(&m, "rseqkit-malloc: index ");
 	msg_s(&m, st.mode ? "mm_cid" : "cpu");
+	msg_s(&m, rsk_area_offset_() != 0 ? "" : " (no rseq: every operation through the caches' gates)");
 	msg_s(&m, st.check ? ", check mode" : "");
 	msg_s(&m, "\n  class   size     in use     cached    central     mapped\n");
 	msg_out(&m, fd);
