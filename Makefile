@@ -1,6 +1,7 @@
 # rseqkit - restartable sequences for Linux user space.
 #
 #   make                 library, tools            (build/lib, build/bin)
+#   make malloc          librseqkit-malloc.so, .a  (build/lib; also built by make)
 #   make check           every test (TAP, prove)
 #   make bench           the benchmark
 #   make insn-count      hot-path instructions of each fast path
@@ -52,7 +53,7 @@ INJECT_LIB := $(BUILD)/lib/librseqkit-inject.a
 NOARM_LIB  := $(BUILD)/lib/librseqkit-noarm.a
 
 .PHONY: all lib tools tests check bench install uninstall clean check-negative check-long check-kernels
-all: lib tools
+all: lib malloc tools
 
 lib: $(STATIC) $(SHARED)
 tools: $(TOOLS)
@@ -85,7 +86,8 @@ $(SHARED): $(PIC_OBJ) src/librseqkit.map
 # librseqkit-malloc.so embeds the library's PIC objects and exports only
 # the C library's malloc family and the rsk_ twins (its version script);
 # librseqkit-malloc.a holds the rsk_ twins and the library's objects, and
-# does not replace the C library's names.  No builtin malloc knowledge in
+# does not replace the C library's names.  Built by "make" (all), "make
+# check" and "make install", not by "make lib" (the sanitizer builds).  No builtin malloc knowledge in
 # the allocator: gcc would turn its own malloc + memset into a calloc call.
 # -fexceptions: std::bad_alloc is thrown through its operator new.
 MALLOC_SRC   := $(wildcard src/malloc/*.c)
@@ -102,7 +104,6 @@ MALLOC_A_OBJ  := $(patsubst src/malloc/%.c,$(BUILD)/obj/malloc-a/%.o,$(MALLOC_SR
 MALLOC_NOARM := $(BUILD)/lib/librseqkit-malloc-noarm.so
 .PHONY: malloc
 malloc: $(MALLOC_SO) $(MALLOC_A)
-lib: malloc
 
 $(BUILD)/obj/malloc-so/%.o: src/malloc/%.c $(LIB_HDR) $(MALLOC_HDR)
 	@mkdir -p $(@D)
@@ -210,7 +211,7 @@ $(BUILD)/examples/%: examples/%.c $(STATIC) $(LIB_HDR)
 	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 
 # Everything a test script may need, built before prove runs.
-TEST_DEPS := lib tools $(TESTS) $(MALLOC_NOARM) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples \
+TEST_DEPS := lib malloc tools $(TESTS) $(MALLOC_NOARM) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples \
              $(BUILD)/bin/mempool-bench $(BUILD)/bin/slice-bench
 
 # prove runs each test through tests/bin/tap-run.sh, which keeps its TAP in
