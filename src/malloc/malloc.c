@@ -416,10 +416,11 @@ static int release_free(int drain)
 	return n;
 }
 
-/* Called where memory moves in bulk (a large block freed, a new slab): at
- * most once a second, the free slabs go back to the system.  The bound on
- * how long a free slab stays mapped is one second after the next such
- * event; malloc_trim() releases at once. */
+/* Called where memory moves in bulk (a large block freed, a small
+ * allocation past its cache's fast path): at most once a second, the free
+ * slabs go back to the system.  The bound on how long a free slab stays
+ * mapped is one second after the next such event; malloc_trim() releases
+ * at once. */
 static void maybe_release(void)
 {
 	long t = now_ns(), last = __atomic_load_n(&last_release_ns, __ATOMIC_RELAXED);
@@ -509,6 +510,9 @@ static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
 			check_mark(obj, n, class_size(c));
 		return obj;
 	}
+	/* A refill (or the first use of a class): where memory moves in
+	 * bulk, so the timed release looks here too. */
+	maybe_release();
 	obj = rsk_pool_alloc_slow_(p, ret);
 	if (obj == NULL && errno != ENOMEM)
 		errno = ENOMEM;
