@@ -1170,7 +1170,6 @@ int rsk_pool_debug_state_(struct rsk_pool *p, const void *obj)
 {
 	struct pool_impl *pi = impl(p);
 	struct slab *s;
-	size_t off, i;
 	int st = -1;
 
 	if (!pool_alive(p) || !(p->flags & RSK_POOL_DEBUG))
@@ -1180,8 +1179,8 @@ int rsk_pool_debug_state_(struct rsk_pool *p, const void *obj)
 		if ((const char *)obj >= (char *)s && (const char *)obj < (char *)s + pi->slab_bytes)
 			break;
 	if (s != NULL && (const char *)obj >= s->first) {
-		off = (size_t)((const char *)obj - s->first);
-		i = off / pi->stride;
+		size_t off = (size_t)((const char *)obj - s->first), i = off / pi->stride;
+
 		if (off % pi->stride == 0 && i < pi->slab_objects)
 			st = s->state[i] == OBJ_ALLOCATED;
 	}
