@@ -275,6 +275,12 @@ void rsk_lock_drop_(intptr_t *lock);
 /* Whether the calling thread holds *lock (a gate or such a lock). */
 int rsk_lock_mine_(const intptr_t *lock);
 
+/* Whether the calling thread holds any gate or such lock: then a gate or
+ * lock it cannot take at once is -EDEADLK, never waited for (a signal
+ * handler on top of its thread's hold: see src/progress.c), and a slow
+ * path moves on to what it can have without waiting. */
+int rsk_holding_(void);
+
 /* rsk_note_slow_path() for a slow path that knows its part's index. */
 void rsk_note_slow_path_at(int idx);
 
