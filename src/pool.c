@@ -54,6 +54,7 @@ struct slab {
 	struct slab *next, *prev;   /* every slab of the pool */
 	struct slab *pnext, *pprev; /* slabs with free objects in the depot */
 	int partial;		    /* on that list */
+	int pending;		    /* mapped by a handler, not linked yet (pending_take()) */
 	uint32_t nfree;		    /* free objects in the depot */
 	char *first;		    /* object 0 */
 	unsigned char *state;	    /* debug pools: OBJ_* per object */
@@ -209,6 +210,7 @@ static struct slab *slab_map(struct pool_impl *pi)
 /* Put a mapped slab into the depot (under the lock). */
 static void slab_link(struct pool_impl *pi, struct slab *s)
 {
+	__atomic_store_n(&s->pending, 0, __ATOMIC_RELAXED);
 	s->prev = NULL;
 	s->next = pi->slabs;
 	if (pi->slabs)
@@ -250,12 +252,17 @@ static void slab_unmap(struct pool_impl *pi, struct slab *s)
 	munmap(s, pi->slab_bytes);
 }
 
+static void pending_link(struct pool_impl *pi);
+
 static void depot_put(struct pool_impl *pi, void *obj)
 {
 	struct slab *s = slab_of(pi, obj);
 
 	if (s->magic != SLAB_MAGIC || s->pool != pi || s->nfree >= pi->slab_objects)
 		report(pi, "corrupted (double free or foreign pointer?) at", obj, -1);
+	/* A handler's slab pushed after this holder took the lock. */
+	if (__atomic_load_n(&s->pending, __ATOMIC_RELAXED))
+		pending_link(pi);
 	s->freeidx[s->nfree++] = (uint16_t)index_of(pi, s, obj);
 	if (!s->partial)
 		partial_add(pi, s);
@@ -293,6 +300,19 @@ static intptr_t overflow_take(struct pool_impl *pi)
 
 /* ---- the depot lock ---- */
 
+/* Link the slabs the handlers mapped (under the lock).  An object of
+ * theirs can come back only after its slab was pushed on the list. */
+static void pending_link(struct pool_impl *pi)
+{
+	if (__atomic_load_n(&pi->pending, __ATOMIC_RELAXED) == NULL)
+		return;
+	for (struct slab *s = __atomic_exchange_n(&pi->pending, NULL, __ATOMIC_ACQUIRE), *next;
+	     s != NULL; s = next) {
+		next = s->next;
+		slab_link(pi, s);
+	}
+}
+
 /* 0, -EDEADLK (the calling thread holds it: a signal handler interrupted
  * its own depot work) or -EOWNERDEAD (its holder is gone). */
 static int depot_lock(struct pool_impl *pi)
@@ -301,13 +321,7 @@ static int depot_lock(struct pool_impl *pi)
 
 	if (err == 0) {
 		/* First the handlers' slabs: an object parked below may be one of theirs. */
-		if (__atomic_load_n(&pi->pending, __ATOMIC_RELAXED) != NULL)
-			for (struct slab *s = __atomic_exchange_n(&pi->pending, NULL, __ATOMIC_ACQUIRE),
-					 *next;
-			     s != NULL; s = next) {
-				next = s->next;
-				slab_link(pi, s);
-			}
+		pending_link(pi);
 		for (intptr_t obj; (obj = overflow_take(pi)) != 0;)
 			depot_put(pi, (void *)obj);
 	}
@@ -342,6 +356,7 @@ static intptr_t pending_take(struct pool_impl *pi, struct slab *s)
 	intptr_t obj = (intptr_t)(s->first + (size_t)s->freeidx[--s->nfree] * pi->stride);
 	struct slab *head = __atomic_load_n(&pi->pending, __ATOMIC_RELAXED);
 
+	__atomic_store_n(&s->pending, 1, __ATOMIC_RELAXED);
 	do
 		s->next = head;
 	while (!__atomic_compare_exchange_n(&pi->pending, &head, s, 0, __ATOMIC_RELEASE,
