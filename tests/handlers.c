@@ -317,7 +317,7 @@ static void *load_worker(void *arg)
 static int load(void)
 {
 	struct sigaction sa = { .sa_handler = load_handler, .sa_flags = SA_RESTART };
-	struct rsk_pool_config cfg = { .size = 64, .cache_capacity = 16, .mode = RSK_INDEX_CPU };
+	struct rsk_pool_config cfg = { .size = 64, .cache_capacity = 2, .mode = RSK_INDEX_CPU };
 	struct rsk_mempool_config mcfg = { .size = sizeof(intptr_t), .mode = RSK_INDEX_CPU };
 	struct rsk_pool_stats st;
 	pthread_t t[WORKERS];
@@ -362,8 +362,11 @@ static int load(void)
 	    (long)psum);
 	say(csum == adds + h_ctr_ok, "load: rsk_counter exact (%ld)",
 	    (long)csum);
-	say(rsk_pool_drain(pool, -1) == 0 && rsk_pool_stats(pool, &st) == 0 && st.in_use == 0,
-	    "load: every object back (in use %zu)", st.in_use);
+	{
+		int dr = rsk_pool_drain(pool, -1), sr = rsk_pool_stats(pool, &st);
+		say(dr == 0 && sr == 0 && st.in_use == 0,
+		    "load: every object back (drain %d, stats %d, in use %zu)", dr, sr, st.in_use);
+	}
 	return 0;
 }
 
