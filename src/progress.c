@@ -785,8 +785,10 @@ static __attribute__((noinline)) int gate_take_wait(struct gate_self *g, intptr_
 			continue;
 		seen = 0;
 		if (LIKELY(__atomic_compare_exchange_n(word, &seen, me | bits, 0, __ATOMIC_ACQUIRE,
-						       __ATOMIC_RELAXED)))
+						       __ATOMIC_RELAXED))) {
+			RSK_INJECT_C(RSK_INJECT_HELD);
 			return 0;
+		}
 		slot_leave_to(s, n);
 		if ((seen & RSK_GATE_TID) == me)
 			return -EDEADLK;
@@ -820,8 +822,10 @@ static inline int gate_try(struct gate_self *g, intptr_t *word, intptr_t bits)
 	slot_track(s, n, word); /* before the take: see holds_word() */
 	if (LIKELY(__atomic_load_n(&gate_ctl, __ATOMIC_RELAXED) == CTL_READY &&
 		   __atomic_compare_exchange_n(word, &seen, (intptr_t)g->tid | bits, 0,
-					       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)))
+					       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
+		RSK_INJECT_C(RSK_INJECT_HELD); /* tests: a signal on top of the hold */
 		return 1;
+	}
 	slot_leave_to(s, n);
 	return 0;
 }
