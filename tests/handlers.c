@@ -266,7 +266,6 @@ static struct rsk_mempool *mp;
 static intptr_t *pctr;
 static struct rsk_counter *ctr;
 static long h_calls, h_fail_pc, h_fail_alloc, h_fail_free, h_pc_ok, h_ctr_ok;
-static volatile int running;
 
 static void load_handler(int signo)
 {

@@ -110,6 +110,7 @@ static struct options opt = { .test = 'i', .threads = 200, .reps = 5000 };
 
 static __thread long t_aborts, t_signals, t_passes, t_holds;
 static __thread int t_in_handler;
+static __thread int t_worker; /* a worker inside its repetitions (-T l b m p) */
 static int signal_peers; /* -T l b m p: handlers use the structure */
 #define HELD_EVERY 64	 /* holds between two signals raised on top of one */
 
@@ -123,7 +124,7 @@ void rsk_inject_hook(int point)
 	}
 	if (point == RSK_INJECT_HELD) {
 		/* A gate or lock just taken: now and then a handler on top of it. */
-		if (signal_peers && !t_in_handler && ++t_holds % HELD_EVERY == 0)
+		if (t_worker && !t_in_handler && ++t_holds % HELD_EVERY == 0)
 			raise(SIGUSR1);
 		return;
 	}
@@ -214,6 +215,7 @@ static long finished; /* workers done (atomic) */
 
 struct worker {
 	pthread_t th;
+	int tid;  /* kernel thread id while in its repetitions, else 0 (atomic) */
 	long id;
 	long ops, aborts, slow_paths, signals, empty, errors;
 };
@@ -576,6 +578,18 @@ static void unregister_self(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* SIGUSR1 to a worker that is still in its repetitions.  By its kernel
+ * thread id, not pthread_kill(): the worker may have been joined (its
+ * pthread_t then names freed memory).  If it ends meanwhile, the signal
+ * finds it blocked, or no thread. */
+static void signal_peer(struct worker *peer)
+{
+	int tid = __atomic_load_n(&peer->tid, __ATOMIC_ACQUIRE);
+
+	if (tid != 0)
+		syscall(SYS_tgkill, getpid(), tid, SIGUSR1);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -585,13 +599,15 @@ static void *worker_main(void *arg)
 		unregister_self();
 	seed_items(w);
 	pthread_barrier_wait(&start_barrier);
+	__atomic_store_n(&w->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	t_worker = signal_peers;
 	for (long r = 0; r < opt.reps; r++) {
 		one_rep(w, r);
 		empty_pocket(w);
 		/* The next worker gets a signal at whatever point it is,
 		 * often holding a gate or the depot lock (also with -d). */
 		if (signal_peers && r % SIGNAL_EVERY == SIGNAL_EVERY - 1)
-			pthread_kill(workers[(w->id + 1) % opt.threads].th, SIGUSR1);
+			signal_peer(&workers[(w->id + 1) % opt.threads]);
 	}
 	{
 		/* No handler after the last pocket check. */
@@ -599,6 +615,8 @@ static void *worker_main(void *arg)
 		sigemptyset(&usr1);
 		sigaddset(&usr1, SIGUSR1);
 		pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+		__atomic_store_n(&w->tid, 0, __ATOMIC_RELEASE);
+		t_worker = 0;
 		empty_pocket(w);
 	}
 	w->aborts = t_aborts;
