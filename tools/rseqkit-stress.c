@@ -139,7 +139,10 @@ void rsk_inject_hook(int point)
 			poll(NULL, 0, (int)opt.sleep_ms);
 		if (opt.yield)
 			sched_yield();
-		if (opt.sig)
+		/* Not from a handler's own operation: the signal would be
+		 * delivered as it returns, and each handler would raise the
+		 * next one, for ever. */
+		if (opt.sig && !t_in_handler)
 			raise(SIGUSR1);
 	}
 }
