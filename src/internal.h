@@ -218,8 +218,9 @@ void rsk_gate_drop_plain_at_(struct gate_self *g, intptr_t *gate, int idx, int c
  * and inlined, and one operation makes four calls (home, the thread's
  * gate state, take, drop: the last two then need no look-up of their own).
  * rsk_percpu_plain_() does the rest: a destroyed structure, a gate held
- * by this thread's own interrupted slow path (the next part), and a busy
- * part (`busy`, its index; -1 when the first try did not run locked).
+ * by this thread's own interrupted slow path or, while this thread holds
+ * a gate, by anyone (the next part), and a busy part (`busy`, its index;
+ * -1 when the first try did not run locked).
  */
 int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg, int busy);
 
