@@ -251,8 +251,9 @@ void rsk_gate_drop_plain_at_(struct gate_self *g, intptr_t *gate, int idx, int c
  * and inlined, and one operation makes four calls (home, the thread's
  * gate state, take, drop: the last two then need no look-up of their own).
  * rsk_percpu_plain_() does the rest: a destroyed structure, a gate held
- * by this thread's own interrupted slow path (the next part), and a busy
- * part (`busy`, its index; -1 when the first try did not run locked).
+ * by this thread's own interrupted slow path or, while this thread holds
+ * a gate, by anyone (the next part), and a busy part (`busy`, its index;
+ * -1 when the first try did not run locked).
  */
 int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg, int busy);
 
@@ -323,6 +324,12 @@ int rsk_pool_debug_state_(struct rsk_pool *p, const void *obj);
 
 /* Whether the calling thread holds *lock (a gate or such a lock). */
 int rsk_lock_mine_(const intptr_t *lock);
+
+/* Whether the calling thread holds any gate or such lock: then a gate or
+ * lock it cannot take at once is -EDEADLK, never waited for (a signal
+ * handler on top of its thread's hold: see src/progress.c), and a slow
+ * path moves on to what it can have without waiting. */
+int rsk_holding_(void);
 
 /* rsk_note_slow_path() for a slow path that knows its part's index. */
 void rsk_note_slow_path_at(int idx);

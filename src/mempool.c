@@ -804,8 +804,19 @@ static int update_locked(struct rsk_mempool *p, intptr_t *ctr, int idx, intptr_t
 			 intptr_t *old)
 {
 	intptr_t *gate = rsk_mempool_gate(p, idx), *c = rsk_percpu_ptr(ctr, idx), cur;
-	int err = rsk_gate_close(gate, p->mode, idx);
+	int err;
 
+	if (rsk_fast.area_offset == 0) {
+		/* No thread of the process runs sections: nothing writes a
+		 * copy but these, so atomics do the gate's work - and a signal
+		 * handler has nothing to wait for, nor to fail on. */
+		if (old != NULL)
+			*old = __atomic_exchange_n(c, replace, __ATOMIC_RELAXED);
+		else
+			__atomic_add_fetch(c, v, __ATOMIC_RELAXED);
+		return idx;
+	}
+	err = rsk_gate_close(gate, p->mode, idx);
 	if (err != 0)
 		return err;
 	cur = __atomic_load_n(c, __ATOMIC_RELAXED);
@@ -850,7 +861,15 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 		idx = idx < 0 ? 0 : idx % p->nr;
 	}
 	rsk_note_slow_path();
-	return update_locked(p, ctr, idx, v, 0, NULL);
+	/* Any copy is correct for an add: when the gate is this thread's
+	 * own (a signal handler interrupted it there) or held while this
+	 * thread holds another (which waits for none), the next copies. */
+	for (int k = 0;; k++) {
+		int r = update_locked(p, ctr, (idx + k) % p->nr, v, 0, NULL);
+
+		if (r != -EDEADLK || k + 1 >= p->nr)
+			return r;
+	}
 }
 
 /* ctr is an aligned word, all of whose bytes are inside one live object:

@@ -151,7 +151,9 @@ static int index_now_usable(const struct rsk_percpu_head *h)
 
 /* Close the gate of part idx, or of the next parts where the calling
  * thread holds it already (a signal handler interrupted its own slow
- * path there).  Returns the part closed, or a negative errno. */
+ * path there), or where another holds it while the calling thread holds
+ * a gate (it waits for none: see src/progress.c).  Returns the part
+ * closed, or a negative errno. */
 static int close_some_gate(void *s, const struct rsk_percpu_head *h,
 			   const struct rsk_percpu_kind *k, int idx)
 {
@@ -206,7 +208,8 @@ int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg, int b
 			if (err != -EDEADLK || ++moved >= h->nr)
 				return err;
 			/* A handler interrupted this thread's own slow path
-			 * on that part: the next one. */
+			 * on that part, or holding a gate it may not wait for
+			 * this one: the next one. */
 			idx = (idx + 1) % h->nr;
 			home_part = idx;
 			continue;

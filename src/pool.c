@@ -22,7 +22,13 @@
  * code without the fence): a fork() waits until no thread holds it, and
  * a signal handler that interrupted its own thread inside the depot gets
  * -EDEADLK, and then works with the caches only (its own part's, another
- * part's, or the overflow array that the next depot holder empties).
+ * part's, or the overflow array that the next depot holder empties).  A
+ * handler whose thread holds any gate or lock waits for none (the
+ * progress layer says -EDEADLK: two such handlers could wait for each
+ * other): it takes what it can at once - a cache, the depot, another
+ * cache, the overflow - and, to allocate when all of them are empty or
+ * held, maps a fresh slab of its own that the next depot holder links
+ * (the pending list).
  * Nothing here calls malloc after creation (parts, scratch buffers and
  * slabs are mapped), so the slow paths are async-signal-safe with respect
  * to the same thread, debug pools excepted.
@@ -48,6 +54,7 @@ struct slab {
 	struct slab *next, *prev;   /* every slab of the pool */
 	struct slab *pnext, *pprev; /* slabs with free objects in the depot */
 	int partial;		    /* on that list */
+	int pending;		    /* mapped by a handler, not linked yet (pending_take()) */
 	uint32_t nfree;		    /* free objects in the depot */
 	char *first;		    /* object 0 */
 	unsigned char *state;	    /* debug pools: OBJ_* per object */
@@ -78,6 +85,7 @@ struct pool_impl {
 	int (*slab_hook)(void *arg, void *base, size_t bytes, int mapped);
 	void *hook_arg;
 	int mapped; /* the impl is mapped (rsk_pool_create_in_), not malloc'ed */
+	struct slab *pending;	      /* atomic: slabs mapped by handlers, not linked yet */
 	/* Under the lock: */
 	struct slab *slabs, *partial;
 	size_t nslabs, growing, depot_free;
@@ -218,6 +226,7 @@ static struct slab *slab_map(struct pool_impl *pi)
 /* Put a mapped slab into the depot (under the lock). */
 static void slab_link(struct pool_impl *pi, struct slab *s)
 {
+	__atomic_store_n(&s->pending, 0, __ATOMIC_RELAXED);
 	s->prev = NULL;
 	s->next = pi->slabs;
 	if (pi->slabs)
@@ -225,7 +234,7 @@ static void slab_link(struct pool_impl *pi, struct slab *s)
 	pi->slabs = s;
 	partial_add(pi, s);
 	pi->nslabs++;
-	pi->depot_free += pi->slab_objects;
+	pi->depot_free += s->nfree;
 }
 
 /* Take a slab out of the depot (under the lock); slab_unmap() follows. */
@@ -261,12 +270,17 @@ static void slab_unmap(struct pool_impl *pi, struct slab *s)
 	munmap(s, pi->slab_bytes);
 }
 
+static void pending_link(struct pool_impl *pi);
+
 static void depot_put(struct pool_impl *pi, void *obj)
 {
 	struct slab *s = slab_of(pi, obj);
 
 	if (s->magic != SLAB_MAGIC || s->pool != pi || s->nfree >= pi->slab_objects)
 		report(pi, "corrupted (double free or foreign pointer?) at", obj, -1);
+	/* A handler's slab pushed after this holder took the lock. */
+	if (__atomic_load_n(&s->pending, __ATOMIC_RELAXED))
+		pending_link(pi);
 	s->freeidx[s->nfree++] = (uint16_t)index_of(pi, s, obj);
 	if (!s->partial)
 		partial_add(pi, s);
@@ -304,16 +318,68 @@ static intptr_t overflow_take(struct pool_impl *pi)
 
 /* ---- the depot lock ---- */
 
+/* Link the slabs the handlers mapped (under the lock).  An object of
+ * theirs can come back only after its slab was pushed on the list. */
+static void pending_link(struct pool_impl *pi)
+{
+	if (__atomic_load_n(&pi->pending, __ATOMIC_RELAXED) == NULL)
+		return;
+	for (struct slab *s = __atomic_exchange_n(&pi->pending, NULL, __ATOMIC_ACQUIRE), *next;
+	     s != NULL; s = next) {
+		next = s->next;
+		slab_link(pi, s);
+	}
+}
+
 /* 0, -EDEADLK (the calling thread holds it: a signal handler interrupted
  * its own depot work) or -EOWNERDEAD (its holder is gone). */
 static int depot_lock(struct pool_impl *pi)
 {
 	int err = rsk_lock_take_(&pi->lock, "pool", pi);
 
-	if (err == 0)
+	if (err == 0) {
+		/* First the handlers' slabs: an object parked below may be one of theirs. */
+		pending_link(pi);
 		for (intptr_t obj; (obj = overflow_take(pi)) != 0;)
 			depot_put(pi, (void *)obj);
+	}
 	return err;
+}
+
+/*
+ * An object for a signal handler that can have no cache, the depot nor
+ * the overflow without waiting: from a slab mapped here (mmap is
+ * async-signal-safe), which the next depot holder links (depot_lock()).
+ * Not in a bounded pool (its bound is kept under the depot lock) nor a
+ * debug pool (its checks need the lock).  0 if none.
+ */
+static intptr_t pending_take(struct pool_impl *pi, struct slab *s);
+
+static intptr_t pending_alloc(struct pool_impl *pi)
+{
+	struct slab *s;
+
+	if (pi->max_bytes != 0 || (pi->pub.flags & RSK_POOL_DEBUG))
+		return 0;
+	s = slab_map(pi);
+	if (s == NULL)
+		return 0;
+	return pending_take(pi, s);
+}
+
+/* One object of s, a slab nothing else reaches yet, which then goes on
+ * the pending list. */
+static intptr_t pending_take(struct pool_impl *pi, struct slab *s)
+{
+	intptr_t obj = (intptr_t)(s->first + (size_t)s->freeidx[--s->nfree] * pi->stride);
+	struct slab *head = __atomic_load_n(&pi->pending, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&s->pending, 1, __ATOMIC_RELAXED);
+	do
+		s->next = head;
+	while (!__atomic_compare_exchange_n(&pi->pending, &head, s, 0, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED));
+	return obj;
 }
 
 static void depot_unlock(struct pool_impl *pi)
@@ -367,20 +433,31 @@ static size_t depot_take(struct pool_impl *pi, intptr_t *out, size_t n, int *err
 		return 0;
 	while ((got = depot_get(pi, out, n)) == 0) {
 		if (pi->max_bytes != 0 &&
-		    (pi->nslabs + pi->growing + 1) * pi->slab_bytes > pi->max_bytes) {
+		    (pi->nslabs + __atomic_load_n(&pi->growing, __ATOMIC_RELAXED) + 1) *
+				    pi->slab_bytes > pi->max_bytes) {
 			*err = -ENOMEM;
 			break;
 		}
-		pi->growing++;
+		__atomic_add_fetch(&pi->growing, 1, __ATOMIC_RELAXED);
 		depot_unlock(pi);
 		struct slab *s = slab_map(pi);
 		*err = depot_lock(pi);
 		if (*err != 0) {
-			if (s != NULL) /* the lock's holder died: give up */
-				slab_unmap(pi, s);
+			__atomic_sub_fetch(&pi->growing, 1, __ATOMIC_RELAXED);
+			if (s == NULL)
+				return 0;
+			if (*err == -EDEADLK && pi->max_bytes == 0 &&
+			    !(pi->pub.flags & RSK_POOL_DEBUG)) {
+				/* Not free at once (a signal handler on top of a
+				 * hold): the slab waits on the pending list. */
+				out[0] = pending_take(pi, s);
+				*err = 0;
+				return 1;
+			}
+			slab_unmap(pi, s); /* the lock's holder died, or see pending_alloc() */
 			return 0;
 		}
-		pi->growing--;
+		__atomic_sub_fetch(&pi->growing, 1, __ATOMIC_RELAXED);
 		if (s == NULL) {
 			*err = -ENOMEM;
 			break;
@@ -520,6 +597,10 @@ RSK_EXPORT int rsk_pool_destroy(struct rsk_pool *p)
 	if (!pool_alive(p))
 		return -EINVAL; /* NULL, destroyed already, or not a pool */
 	__atomic_store_n(&p->magic_, RSK_PERCPU_MAGIC_DEAD, __ATOMIC_RELAXED);
+	while ((s = pi->pending) != NULL) {
+		pi->pending = s->next;
+		slab_unmap(pi, s);
+	}
 	while ((s = pi->slabs) != NULL) {
 		slab_unlink(pi, s);
 		slab_unmap(pi, s);
@@ -869,7 +950,7 @@ static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, int ret
 	struct pool_impl *pi = impl(p);
 	unsigned aborts = 0;
 	intptr_t fast, obj;
-	int idx, err;
+	int idx, err, held;
 
 	if (!pool_alive(p)) {
 		errno = EINVAL; /* used after rsk_pool_destroy() */
@@ -894,21 +975,30 @@ static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, int ret
 			if (obj != 0)
 				return rsk_pool_checked_(p, (void *)obj);
 		}
-		if (rsk_lock_mine_(&pi->lock)) {
-			/* A signal handler that interrupted this thread in the
-			 * depot: what the caches hold is all there is. */
+		/* A signal handler on top of its thread's hold (in the depot:
+		 * mine) takes nothing it would wait for: one object from the
+		 * depot if it is free at once, and no batch (which might have
+		 * to go back to a depot that then is not). */
+		held = rsk_holding_();
+		if (!held || !rsk_lock_mine_(&pi->lock)) {
+			/* The cache was empty (or its gate failed: the depot only). */
+			obj = refill(pi, idx, err == 0 && !held, &err);
+			if (obj != 0)
+				return rsk_pool_checked_(p, (void *)obj);
+		} else {
+			err = -EDEADLK;
+		}
+		if (err == -EDEADLK) {
+			/* What can be had at once: the overflow, another cache,
+			 * a slab of its own. */
 			obj = overflow_take(pi);
 			if (obj == 0)
 				other_pop(pi, idx, &obj);
+			if (obj == 0)
+				obj = pending_alloc(pi);
 			if (obj != 0)
 				return rsk_pool_checked_(p, (void *)obj);
-			errno = EDEADLK;
-			return NULL;
 		}
-		/* The cache was empty (or its gate failed: the depot only). */
-		obj = refill(pi, idx, err == 0, &err);
-		if (obj != 0)
-			return rsk_pool_checked_(p, (void *)obj);
 		if (err == -EOWNERDEAD || err == -EDEADLK) {
 			errno = -err;
 			return NULL;
@@ -931,7 +1021,7 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 	size_t moved = 0;
 	struct xfer x;
 	struct rsk_pool_part *c;
-	int idx, err, mine, full, asked;
+	int idx, err, mine, full, asked, held = 0;
 
 	if (!pool_alive(p))
 		return -EINVAL; /* used after rsk_pool_destroy() */
@@ -949,8 +1039,12 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 	 * fails: in a process without rseq every free comes here. */
 	full = c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) >= p->capacity;
 	asked = full;
-	mine = asked && rsk_lock_mine_(&pi->lock);
-	full = full && !mine;
+	/* held: a signal handler on top of its thread's hold, which takes
+	 * nothing it would wait for: no flush (its batch might have to go
+	 * back to a depot that then is not free). */
+	held = asked && rsk_holding_();
+	mine = held && rsk_lock_mine_(&pi->lock);
+	full = full && !held;
 	if (full) {
 		size_t n;
 
@@ -972,9 +1066,11 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 		}
 	}
 	err = cache_push(pi, idx, (intptr_t)obj, full ? &x : NULL, &moved);
-	if (err != 0 && !asked)
-		mine = rsk_lock_mine_(&pi->lock);
-	if (err == -ENOSPC && !mine) {
+	if (err != 0 && !asked) {
+		held = rsk_holding_();
+		mine = held && rsk_lock_mine_(&pi->lock);
+	}
+	if (err == -ENOSPC && !held) {
 		/* It filled meanwhile. */
 		full = 1;
 		xfer_get(pi, &x);
@@ -982,11 +1078,14 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 	}
 	if (err != 0 && !mine) {
 		/* The part's gate is this thread's own (a signal handler), or
-		 * its fence failed, or there is no cache: the depot directly. */
+		 * held while this thread holds another, or its fence failed,
+		 * or there is no cache: the depot directly. */
 		intptr_t o = (intptr_t)obj;
 		err = depot_put_all(pi, &o, 1);
-	} else if (err != 0) {
-		/* The depot is this thread's own: another cache, the overflow. */
+	}
+	if (err == -EDEADLK || (err != 0 && mine)) {
+		/* The depot is this thread's own, or not free at once:
+		 * another cache, the overflow. */
 		err = other_push(pi, idx, (intptr_t)obj);
 		if (err != 0)
 			err = overflow_put(pi, (intptr_t)obj) ? 0 : -EDEADLK;
@@ -1208,3 +1307,13 @@ RSK_EXPORT void rsk_pool_debug_alloc_(struct rsk_pool *p, void *obj)
 	if ((off = poison_broken(pi, obj)) >= 0)
 		report(pi, "write after free (use after free) to", obj, off);
 }
+
+#if RSK_INJECTING
+/* Tests (injection builds only): the depot lock, to hold it the way the
+ * depot's own code does. */
+intptr_t *rsk_pool_depot_lock_(struct rsk_pool *p);
+intptr_t *rsk_pool_depot_lock_(struct rsk_pool *p)
+{
+	return &impl(p)->lock;
+}
+#endif

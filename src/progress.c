@@ -6,7 +6,10 @@
  * Gates.  A closed gate holds its holder's kernel thread id (cached in
  * TLS), so a thread that closes a gate it already holds - a signal handler
  * that interrupted its own thread's slow path - gets -EDEADLK instead of
- * waiting for itself.  Waiters spin for about 50 us (yielding), then set
+ * waiting for itself; and a thread that holds a gate or lock already
+ * never waits for another one (also -EDEADLK): two threads' signal
+ * handlers, each on top of its own thread's hold, would otherwise each
+ * wait for the other's.  Callers move on to another part instead.  Waiters spin for about 50 us (yielding), then set
  * GATE_WAITERS and sleep on a futex on the 32-bit half of the word that
  * holds the id and the flags; rsk_gate_open() exchanges the word with 0
  * and wakes them if the bit was set.  Sleepers wake every 500 ms to check
@@ -587,6 +590,27 @@ static __attribute__((noinline)) void slot_untrack(struct gate_slot *s, const in
 	__atomic_store_n(&s->nheld, n - 1, __ATOMIC_RELEASE);
 }
 
+/*
+ * Does the thread whose slot is s, with n holds counted before the one it
+ * is taking, hold a gate or a lock (a word others wait for)?  The holds
+ * without a word (rsk_hold_enter_()) are tracked as NULL and make no one
+ * wait.  A hold is tracked before its compare-and-swap, so a signal
+ * handler that interrupted a take between the two sees it as held (and
+ * waits for nothing: never a cycle).  An entry not known (a page of
+ * entries could not be mapped) reads as a hold without a word.  The
+ * shared slot (no slot could be mapped) counts every such thread's holds
+ * together: it tells nothing, and says no.
+ */
+static __attribute__((noinline)) int holds_word(struct gate_slot *s, int n)
+{
+	if (s == &shared_slot || n <= 0)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if ((i < GATE_TRACK ? s->held[i] : held_get(s, i)) != NULL)
+			return 1;
+	return 0;
+}
+
 /* slot_untrack()'s common case: `word` is the last one taken.  Returns
  * whether it was (and is forgotten); otherwise it changed nothing. */
 static inline int slot_release_last(struct gate_slot *s, const intptr_t *word)
@@ -824,22 +848,30 @@ static __attribute__((noinline)) int gate_take_wait(struct gate_self *g, intptr_
 		int ctl;
 
 		n = slot_enter(s);
+		slot_track(s, n, word); /* before the take: see holds_word() */
 		ctl = __atomic_load_n(&gate_ctl, __ATOMIC_RELAXED);
 		if (UNLIKELY(ctl != CTL_READY) && ctl_slow(s, n, ctl))
 			continue;
 		seen = 0;
 		if (LIKELY(__atomic_compare_exchange_n(word, &seen, me | bits, 0, __ATOMIC_ACQUIRE,
-						       __ATOMIC_RELAXED)))
-			break;
+						       __ATOMIC_RELAXED))) {
+			RSK_INJECT_C(RSK_INJECT_HELD);
+			return 0;
+		}
 		slot_leave_to(s, n);
 		if ((seen & RSK_GATE_TID) == me)
+			return -EDEADLK;
+		/* Holding another gate or lock, the thread waits for none: a
+		 * signal handler that interrupted its own thread's hold, whose
+		 * waiting could close a cycle with another thread's handler
+		 * doing the same.  Its caller moves on to another part, the
+		 * depot or the overflow. */
+		if (UNLIKELY(holds_word(s, n)))
 			return -EDEADLK;
 		err = gate_wait(word, seen, me, idx, what, obj);
 		if (err != 0)
 			return err;
 	}
-	slot_track(s, n, word);
-	return 0;
 }
 
 /* One try to take *word for the calling thread (g: self()), its common
@@ -857,11 +889,14 @@ static inline int gate_try(struct gate_self *g, intptr_t *word, intptr_t bits)
 	if (UNLIKELY(s == &shared_slot))
 		return 0;
 	n = slot_enter(s);
-	if (LIKELY(n < GATE_TRACK && __atomic_load_n(&gate_ctl, __ATOMIC_RELAXED) == CTL_READY &&
-		   __atomic_compare_exchange_n(word, &seen, (intptr_t)g->tid | bits, 0,
-					       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
-		s->held[n] = word;
-		return 1;
+	if (LIKELY(n < GATE_TRACK)) {
+		s->held[n] = word; /* before the take: see holds_word() */
+		if (LIKELY(__atomic_load_n(&gate_ctl, __ATOMIC_RELAXED) == CTL_READY &&
+			   __atomic_compare_exchange_n(word, &seen, (intptr_t)g->tid | bits, 0,
+						       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
+			RSK_INJECT_C(RSK_INJECT_HELD); /* tests: a signal on top of the hold */
+			return 1;
+		}
 	}
 	slot_leave_to(s, n);
 	return 0;
@@ -1064,6 +1099,13 @@ int rsk_lock_mine_(const intptr_t *lock)
 	int32_t me = __atomic_load_n(&gself.tid, __ATOMIC_RELAXED);
 
 	return me != 0 && (__atomic_load_n(lock, __ATOMIC_RELAXED) & RSK_GATE_TID) == me;
+}
+
+int rsk_holding_(void)
+{
+	struct gate_slot *s = self()->slot;
+
+	return holds_word(s, __atomic_load_n(&s->nheld, __ATOMIC_RELAXED));
 }
 
 /* ---- fences ---- */

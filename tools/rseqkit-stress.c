@@ -108,7 +108,11 @@ static struct options opt = { .test = 'i', .threads = 200, .reps = 5000 };
 /* ---- injection hook (points 7-9 are called from the inline fast paths;
  * point 0 notifies an aborted section) ---- */
 
-static __thread long t_aborts, t_signals, t_passes;
+static __thread long t_aborts, t_signals, t_passes, t_holds;
+static __thread int t_in_handler;
+static __thread int t_worker; /* a worker inside its repetitions (-T l b m p) */
+static int signal_peers; /* -T l b m p: handlers use the structure */
+#define HELD_EVERY 64	 /* holds between two signals raised on top of one */
 
 void rsk_inject_hook(int point)
 {
@@ -116,6 +120,12 @@ void rsk_inject_hook(int point)
 
 	if (point == 0) {
 		t_aborts++;
+		return;
+	}
+	if (point == RSK_INJECT_HELD) {
+		/* A gate or lock just taken: now and then a handler on top of it. */
+		if (t_worker && !t_in_handler && ++t_holds % HELD_EVERY == 0)
+			raise(SIGUSR1);
 		return;
 	}
 	if (point < 0 || point >= RSK_INJECT_POINTS)
@@ -129,16 +139,45 @@ void rsk_inject_hook(int point)
 			poll(NULL, 0, (int)opt.sleep_ms);
 		if (opt.yield)
 			sched_yield();
-		if (opt.sig)
+		/* Not from a handler's own operation: the signal would be
+		 * delivered as it returns, and each handler would raise the
+		 * next one, for ever. */
+		if (opt.sig && !t_in_handler)
 			raise(SIGUSR1);
 	}
 }
 
-/* Harmless: counts, in the interrupted thread. */
+/* Signal handlers that use the structure (-T l b m p), wherever the
+ * interrupted thread is - also holding a part's gate or the pool's depot
+ * lock, on the plain path with -d: the handler must neither wait for it
+ * nor for another thread's handler.  In every run of those tests each
+ * worker signals the next one every SIGNAL_EVERY repetitions, and raises
+ * one on itself every HELD_EVERY-th gate or lock it takes (the library's
+ * RSK_INJECT_HELD); -k adds more at the C points. */
+static int sig_ready;		     /* the structure exists (atomic) */
+#define SIGNAL_EVERY 32		     /* repetitions between two such signals */
+static struct worker *workers;
+static long sig_ops, sig_fails;	     /* handler operations, and failures (atomics) */
+static __thread void *t_pocket;	     /* an item a handler popped and could not push */
+static __thread int t_pocketed;	     /* copybuf: t_pocket_val is one */
+static __thread struct value_ { uint64_t a, b; } t_pocket_val;
+
+static void handler_ops(void);
+
+/* Counts, in the interrupted thread; then (-T l b m p) an operation on
+ * the structure. */
 static void on_signal(int sig)
 {
+	int saved = errno;
+
 	(void)sig;
 	t_signals++;
+	if (__atomic_load_n(&sig_ready, __ATOMIC_ACQUIRE) && !t_in_handler) {
+		t_in_handler = 1;
+		handler_ops();
+		t_in_handler = 0;
+	}
+	errno = saved;
 }
 
 /* ---- the structures under test and their items ---- */
@@ -179,6 +218,7 @@ static long finished; /* workers done (atomic) */
 
 struct worker {
 	pthread_t th;
+	int tid;  /* kernel thread id while in its repetitions, else 0 (atomic) */
 	long id;
 	long ops, aborts, slow_paths, signals, empty, errors;
 };
@@ -235,6 +275,84 @@ static void seed_items(struct worker *w)
 		if (ret < 0)
 			unexpected(w, "seeding push", ret);
 	}
+}
+
+/*
+ * A handler's operation: pop an item and push it back (l, b, m), or
+ * allocate an object, check its token and free it (p).  Where every part
+ * is held by some thread (-EDEADLK: a handler on top of its thread's hold
+ * waits for none) the popped item goes into the thread's pocket, which
+ * the thread pushes back after its repetition.  A failed allocation or
+ * free in a handler is an error: the pool always has a way that needs no
+ * waiting (another cache, the overflow, a slab of the handler's own).
+ */
+static void handler_ops(void)
+{
+	struct rsk_stack_node *node;
+	void *p;
+	int ret;
+
+	switch (opt.test) {
+	case 'l':
+		if (t_pocket != NULL || rsk_stack_pop(stack, &node) < 0)
+			return;
+		__atomic_add_fetch(&sig_ops, 1, __ATOMIC_RELAXED);
+		if (rsk_stack_push(stack, node) < 0)
+			t_pocket = node;
+		break;
+	case 'b':
+		if (t_pocket != NULL || rsk_ptrbuf_pop(ptrbuf, &p) < 0)
+			return;
+		__atomic_add_fetch(&sig_ops, 1, __ATOMIC_RELAXED);
+		if (rsk_ptrbuf_push(ptrbuf, p) < 0)
+			t_pocket = p;
+		break;
+	case 'm': {
+		struct value val;
+		if (t_pocketed || rsk_copybuf_pop(copybuf, &val) < 0)
+			return;
+		__atomic_add_fetch(&sig_ops, 1, __ATOMIC_RELAXED);
+		if (rsk_copybuf_push(copybuf, &val) < 0) {
+			t_pocket_val.a = val.id;
+			t_pocket_val.b = val.check;
+			t_pocketed = 1;
+		}
+		break;
+	}
+	case 'p': {
+		struct ptoken *t = rsk_pool_alloc(pool);
+		__atomic_add_fetch(&sig_ops, 1, __ATOMIC_RELAXED);
+		if (t == NULL) {
+			__atomic_add_fetch(&sig_fails, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != P_FREE)
+			__atomic_add_fetch(&p_dups, 1, __ATOMIC_RELAXED);
+		if ((ret = rsk_pool_free(pool, t)) != 0)
+			__atomic_add_fetch(&sig_fails, 1, __ATOMIC_RELAXED);
+		break;
+	}
+	}
+}
+
+/* Push back what a handler of this thread left in its pocket. */
+static void empty_pocket(struct worker *w)
+{
+	int ret = 0;
+
+	if (t_pocket != NULL) {
+		if (opt.test == 'l')
+			ret = rsk_stack_push(stack, t_pocket);
+		else
+			ret = rsk_ptrbuf_push(ptrbuf, t_pocket);
+		t_pocket = NULL;
+	} else if (t_pocketed) {
+		struct value val = { t_pocket_val.a, t_pocket_val.b };
+		ret = rsk_copybuf_push(copybuf, &val);
+		t_pocketed = 0;
+	}
+	if (ret < 0)
+		unexpected(w, "pushing back a handler's item", ret);
 }
 
 /* Count one result; -ENOENT (an empty part) is expected. */
@@ -463,6 +581,18 @@ static void unregister_self(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* SIGUSR1 to a worker that is still in its repetitions.  By its kernel
+ * thread id, not pthread_kill(): the worker may have been joined (its
+ * pthread_t then names freed memory).  If it ends meanwhile, the signal
+ * finds it blocked, or no thread. */
+static void signal_peer(struct worker *peer)
+{
+	int tid = __atomic_load_n(&peer->tid, __ATOMIC_ACQUIRE);
+
+	if (tid != 0)
+		syscall(SYS_tgkill, getpid(), tid, SIGUSR1);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -472,8 +602,26 @@ static void *worker_main(void *arg)
 		unregister_self();
 	seed_items(w);
 	pthread_barrier_wait(&start_barrier);
-	for (long r = 0; r < opt.reps; r++)
+	__atomic_store_n(&w->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	t_worker = signal_peers;
+	for (long r = 0; r < opt.reps; r++) {
 		one_rep(w, r);
+		empty_pocket(w);
+		/* The next worker gets a signal at whatever point it is,
+		 * often holding a gate or the depot lock (also with -d). */
+		if (signal_peers && r % SIGNAL_EVERY == SIGNAL_EVERY - 1)
+			signal_peer(&workers[(w->id + 1) % opt.threads]);
+	}
+	{
+		/* No handler after the last pocket check. */
+		sigset_t usr1;
+		sigemptyset(&usr1);
+		sigaddset(&usr1, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+		__atomic_store_n(&w->tid, 0, __ATOMIC_RELEASE);
+		t_worker = 0;
+		empty_pocket(w);
+	}
 	w->aborts = t_aborts;
 	w->signals = t_signals;
 	rsk_stats_thread(&stats);
@@ -894,6 +1042,12 @@ int main(int argc, char **argv)
 	}
 	for (long i = 0; i < nitems; i++)
 		items[i].id = i;
+	workers = w;
+	/* Not in the unarmed twin: its structures are broken on purpose,
+	 * and a handler's operation on them could crash before the checks
+	 * report the damage. */
+	signal_peers = !RSK_NOARM_BUILD && strchr("lbmp", opt.test) != NULL;
+	__atomic_store_n(&sig_ready, 1, __ATOMIC_RELEASE);
 
 	pthread_barrier_init(&start_barrier, NULL, (unsigned)opt.threads + 1);
 	long started = 0;
@@ -1013,8 +1167,14 @@ int main(int argc, char **argv)
 		failed = 1;
 		snprintf(what, sizeof(what), "%ld unexpected results or corrupt items", errors);
 	}
+	if (!failed && sig_fails) {
+		failed = 1;
+		snprintf(what, sizeof(what), "%ld of %ld handler allocations or frees failed",
+			 sig_fails, sig_ops);
+	}
 	if (opt.verbose)
-		printf("empty pops: %ld, remote moves: %ld, drained: %ld\n", empty, moves, drained);
+		printf("empty pops: %ld, remote moves: %ld, drained: %ld, handler ops: %ld\n", empty,
+		       moves, drained, sig_ops);
 
 	/* No section restarted: the run exercised no abort path.  Say so
 	 * (before the summary, which scripts read as the last line). */
@@ -1027,10 +1187,10 @@ int main(int argc, char **argv)
 			argv[0], points != NULL && has_point(points, 3) ? '3' : '2');
 	fflush(stderr);
 	printf("rseqkit-stress: test=%s mode=%s%s release=%s threads=%ld reps=%ld ops=%ld "
-	       "aborts=%ld slow_paths=%ld signals=%ld elapsed=%.3fs %s%s\n",
+	       "aborts=%ld slow_paths=%ld signals=%ld handler_ops=%ld elapsed=%.3fs %s%s\n",
 	       test_name[(int)opt.test], mode == RSK_INDEX_CID ? "cid" : "cpu",
 	       mode != opt.mode ? "(cid unavailable)" : "", opt.release ? "yes" : "no",
-	       opt.threads, opt.reps, ops, aborts, slow_paths, signals, elapsed,
+	       opt.threads, opt.reps, ops, aborts, slow_paths, signals, sig_ops, elapsed,
 	       failed ? "FAILED: " : "OK", what);
 
 	rsk_counter_destroy(counter);

@@ -9,13 +9,17 @@
  *     section's asm, spinning rsk_inject_loops[n] times, and
  *   - RSK_INJECT_C(n), n = 7..9, into a call to rsk_inject_hook(n), which
  *     spins or, every rsk_inject_modulo-th pass, yields, raises a signal or
- *     sleeps (see tools/rseqkit-stress).
+ *     sleeps (see tools/rseqkit-stress), and
+ *   - RSK_INJECT_HELD: the library calls rsk_inject_hook(RSK_INJECT_HELD)
+ *     each time a thread has just taken a gate or lock on a slow path, so
+ *     that a test can raise a signal whose handler runs on top of the hold.
  * Without RSEQKIT_INJECT (every installed build) they expand to nothing.
  */
 #ifndef RSEQKIT_INJECT_H
 #define RSEQKIT_INJECT_H
 
 #define RSK_INJECT_POINTS 10 /* indices 1..9 are used */
+#define RSK_INJECT_HELD	  (-1) /* not an index: a gate or lock was just taken */
 
 #ifdef RSEQKIT_INJECT
 

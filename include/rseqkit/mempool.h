@@ -96,9 +96,12 @@
  *   rsk_mempool_create     -                             -
  *   rsk_mempool_destroy    nothing                       -
  *
- * Signals: rsk_percpu_ptr() and the fast path of rsk_pcounter_add() are
- * async-signal-safe; everything else takes the pool's mutex or a gate
- * (not async-signal-safe).  fork(): the child has a copy of every pool with
+ * Signals: rsk_percpu_ptr(), rsk_mempool_gate() and the pool counter's
+ * functions are async-signal-safe; the others take the pool's mutex (not
+ * async-signal-safe).  Where no thread runs sections the counter's add
+ * and exchange are atomic instructions and never fail in a handler;
+ * otherwise a handler whose thread holds a gate or lock waits for no
+ * gate: see rsk_pcounter_add() and rsk_pcounter_exchange().  fork(): the child has a copy of every pool with
  * the parent's values and may allocate, free and destroy, provided no
  * other thread of the parent was inside a function of that pool at the
  * fork (its mutex would stay locked, as with any mutex).  Thread exit: a
@@ -289,11 +292,15 @@ RSK_PCOUNTER_SLOW_ATTR_ int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *
 /*
  * rsk_pcounter_add - add v (any sign) to the current CPU's copy of *ctr.
  * Returns the index of that copy (>= 0), -EINVAL (p or ctr NULL), -ENXIO
- * (a slow path's fence failed), -EDEADLK (a signal handler whose thread
- * holds the gate it needs), -EOWNERDEAD (the gate's holder exited holding
- * it); on an error nothing is added.  One gated restartable add on
- * rsk_percpu_ptr(ctr, idx); without rseq, with the gate closed, or after
- * rsk_abort_limit() aborts, the slow path adds under the gate.
+ * (a slow path's fence failed), -EDEADLK (where threads run sections: a
+ * signal handler whose thread holds a gate or lock, when every copy's
+ * gate is held at that moment; it takes none it would wait for),
+ * -EOWNERDEAD (the gate's holder exited holding it); on an error nothing
+ * is added.  One gated restartable add on rsk_percpu_ptr(ctr, idx); with
+ * the gate closed, or after rsk_abort_limit() aborts, the slow path adds
+ * under a copy's gate (the current one, else the next free at once);
+ * where no thread of the process runs sections, with an atomic add and
+ * no gate (it never fails there).
  * Precondition (not checked on the fast path): ctr is an intptr_t-aligned
  * word whose bytes all lie inside one live object of p.
  */
@@ -381,8 +388,10 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
  * Return 0, -EINVAL (NULL argument, idx outside [0, nr), ctr not an
  * intptr_t-aligned word whose bytes all lie inside one live object of p);
  * exchange also -ENXIO (the fence failed), -EDEADLK
- * (from a handler whose thread holds that copy's gate), -EOWNERDEAD (the
- * gate's holder is gone); on an error nothing is changed.
+ * (from a handler whose thread holds a gate or lock, when that copy's
+ * gate is not free at once; never where no thread runs sections, where
+ * it is an atomic exchange), -EOWNERDEAD (the gate's holder is gone); on
+ * an error nothing is changed.
  */
 int rsk_pcounter_read(struct rsk_mempool *p, const intptr_t *ctr, int idx, intptr_t *value);
 int rsk_pcounter_sum(struct rsk_mempool *p, const intptr_t *ctr, intptr_t *sum);

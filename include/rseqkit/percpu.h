@@ -78,10 +78,11 @@
  *	-ENOMEM  creation could not allocate
  *	-ENOSPC  a buffer part is full (ptrbuf, copybuf push)
  *	-ENOENT  a part is empty (stack, ptrbuf, copybuf pop)
- *	-EDEADLK a signal handler's operation on a named part
- *	         (rsk_<name>_*_cpu, exchange, reset) whose gate its own
- *	         interrupted thread holds, or on the current part when that
- *	         thread holds every part's gate (a one-part structure)
+ *	-EDEADLK a signal handler's operation (or one made while the caller
+ *	         holds a gate, see Signals below) whose gate is not free at
+ *	         once: on a named part (rsk_<name>_*_cpu, exchange, reset)
+ *	         when that part's gate (exchange lock) is held, on the
+ *	         current part only when every part's gate is held
  *	-ENXIO   a slow path's fence could not reach a CPU where a thread of
  *	         the process may run (no membarrier; see rsk_fence_cpu(3));
  *	         nothing was done
@@ -90,9 +91,14 @@
  *	         see rsk_gate_close(3))
  *
  * Signals and fork: every operation is async-signal-safe with respect to
- * its own thread - a handler whose thread holds the current part's gate
- * (it interrupted a slow path) works on another part - and a handler that
- * runs on a thread inside fork() does not wait for that fork.  What holds
+ * its own thread, and a handler that runs on a thread inside fork() does
+ * not wait for that fork.  A thread that holds a gate or lock (a handler
+ * that interrupted its thread's slow path, or code between
+ * rsk_gate_close() and rsk_gate_open()) waits for none, since another
+ * thread's handler could be waiting for its hold: an operation on the
+ * current part uses the first part whose gate is free at once (the
+ * counter's add never fails), and returns -EDEADLK only when every
+ * part's gate is held at that moment.  What holds
  * in the child, and at dlclose() and thread exit: each structure's man
  * page.
  *

@@ -140,8 +140,9 @@ int rsk_pool_destroy(struct rsk_pool *p);
  * parts, cpu = -1) to the depot, while their threads keep allocating and
  * freeing (gate + fence).  Returns 0, -EINVAL (p NULL or destroyed, cpu
  * outside [-1, nr)), -ENXIO (a fence failed), -EDEADLK (from a handler
- * whose thread holds that part's gate), -EOWNERDEAD (the gate's holder is
- * gone); a cache that could not be drained kept its objects.
+ * whose thread holds a gate or lock, when that part's gate is not free at
+ * once), -EOWNERDEAD (the gate's holder is gone); a cache that could not
+ * be drained kept its objects.
  */
 int rsk_pool_drain(struct rsk_pool *p, int cpu);
 
@@ -225,6 +226,11 @@ RSK_PERCPU_INLINE int rsk_pool_try_free_(struct rsk_pool *p, void *obj, ptrdiff_
  * the depot when empty).  Returns it, or NULL with errno ENOMEM (the pool
  * reached max_bytes with every cache drained, or mmap failed) or EINVAL
  * (p NULL).  Lock-free when the cache has an object.
+ * In a signal handler whose thread holds a gate or lock (or between
+ * rsk_gate_close() and rsk_gate_open()) it waits for none: it takes its
+ * cache, the depot, another cache or the overflow only if free at once,
+ * else maps a slab of its own; so it fails there only in a pool with
+ * max_bytes (NULL, errno EDEADLK), or when mmap fails (ENOMEM).
  */
 RSK_PERCPU_INLINE void *rsk_pool_alloc(struct rsk_pool *p)
 {
@@ -247,6 +253,9 @@ RSK_PERCPU_INLINE void *rsk_pool_alloc(struct rsk_pool *p)
  * flushed to the depot when full), whichever thread or CPU allocated it.
  * Returns 0, -EINVAL (p or obj NULL, obj not aligned as the pool's
  * objects).  Lock-free when the cache has room.
+ * In a signal handler whose thread holds a gate or lock, -EDEADLK (obj
+ * stays the caller's) when its cache, the depot, every other cache and
+ * the overflow of 64 are all full or held at that moment.
  */
 RSK_PERCPU_INLINE int rsk_pool_free(struct rsk_pool *p, void *obj)
 {

@@ -36,7 +36,11 @@
  * Signals: rsk_gate_close(), rsk_gate_open(), rsk_fence_*() are
  * async-signal-safe (no malloc, no pthread lock, errno preserved).  A
  * handler that interrupted its own thread while it holds a gate gets
- * -EDEADLK from closing that gate, never a self-deadlock.
+ * -EDEADLK from closing that gate, never a self-deadlock.  And a thread
+ * that holds a gate or lock (such a handler, or code between close and
+ * open) never waits for another: a held gate is -EDEADLK at once, or two
+ * threads' handlers, each on top of its thread's hold, could wait for
+ * each other for ever.  The structures then use a part free at once.
  * fork(): pthread_atfork handlers make the child's gates usable: fork()
  * waits until no other thread holds (or is taking) a gate or a pool's
  * depot lock - at most 2 s for a stuck holder, reported on stderr - and
@@ -95,8 +99,10 @@ int rsk_fence_all(void);
  * and on error owns nothing (the gate is as it was, or open again):
  *   -EINVAL      gate NULL, unknown mode, idx outside [0, rsk_possible_cpus())
  *   -EDEADLK     the calling thread holds this gate already (closed twice,
- *                or a signal handler interrupted its own thread's holder):
- *                nothing changed
+ *                or a signal handler interrupted its own thread's holder),
+ *                or another thread holds it while the calling thread holds
+ *                a gate or lock of rseqkit (see Signals below): nothing
+ *                changed
  *   -EOWNERDEAD  the holder no longer exists (it exited holding the gate,
  *                or the gate was inherited through fork() from a thread
  *                that was stuck): reported once on stderr
