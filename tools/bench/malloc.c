@@ -631,6 +631,8 @@ int malloc_memory_child(int threads, unsigned ms)
 					  churn_fn, NULL, churn_check, ma_teardown, 0, NULL, NULL};
 	struct sample smp;
 
+	if (threads < 1 || threads > 4096 || ms < 1)
+		return 2;
 	if (run_once(&churn, threads, NULL, ms, &smp) != 0)
 		return 1;
 	long peak = status_kib("VmHWM"), freed = status_kib("VmRSS");
@@ -675,8 +677,9 @@ static int mem_run_one(const struct helper *h, int threads, unsigned ms, struct 
 	} else {
 		close(fd[0]);
 	}
-	int st;
-	waitpid(pid, &st, 0);
+	int st = 0;
+	if (waitpid(pid, &st, 0) < 0)
+		st = 1 << 8; /* as if it exited 1 */
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
 	    sscanf(line, "%lf %lf %lf %47s", &out->peak_kib, &out->freed_kib, &out->released_kib,
 		   out->release) != 4) {
