@@ -35,7 +35,10 @@ LIB_HDR  := $(wildcard include/rseqkit/*.h include/rseqkit/arch/*.h include/rseq
 TOOLS    := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/rseqkit-*.c)) \
             $(BUILD)/bin/rseqkit-bench
 TEST_C   := $(wildcard tests/*.c)
-TEST_SH  := $(wildcard tests/*.sh)
+# tests/malloc_real.sh runs real programs on librseqkit-malloc.so: a test
+# of the allocator, in the tests where its sources (src/malloc/) are.
+MALLOC_REAL := $(if $(wildcard src/malloc/*.c),,tests/malloc_real.sh)
+TEST_SH  := $(filter-out $(MALLOC_REAL),$(wildcard tests/*.sh))
 # Tests with a negative-control twin (built with the descriptor never armed).
 NEGATIVE := $(BUILD)/tests/negative-primitives.t
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%.t,$(TEST_C)) $(NEGATIVE) \
