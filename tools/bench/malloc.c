@@ -754,8 +754,10 @@ static void malloc_summary(const struct row *rows, int nrows)
 	}
 	printf("\nmalloc targets: small-object malloc+free, rseqkit-malloc / the fastest of glibc, "
 	       "jemalloc, mimalloc, tcmalloc (this run):\n");
-	if (helper_missing(&helper_rskmalloc) || !helper_ready(&helper_rskmalloc))
+	if (helper_missing(&helper_rskmalloc))
 		printf("  n/a: rseqkit-malloc not measured (%s not built: make malloc)\n", rskm_path);
+	else if (!helper_ready(&helper_rskmalloc))
+		printf("  n/a: rseqkit-malloc not measured (its child did not start: see above)\n");
 	for (size_t k = 0; k < sizeof(small_ops) / sizeof(small_ops[0]); k++)
 		for (int c = 0; c < nc; c++) {
 			const struct row *r = find_row(rows, nrows, small_ops[k], "rseqkit-malloc",
