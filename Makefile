@@ -85,6 +85,59 @@ $(SHARED): $(PIC_OBJ) src/librseqkit.map
 	ln -sf librseqkit.so.$(VERSION) $(BUILD)/lib/librseqkit.so.$(SOVER)
 	ln -sf librseqkit.so.$(SOVER) $(BUILD)/lib/librseqkit.so
 
+# rseqkit's malloc (src/malloc/, <rseqkit/malloc.h>, rseqkit-malloc(7)):
+# librseqkit-malloc.so embeds the library's PIC objects and exports only
+# the C library's malloc family and the rsk_ twins (its version script);
+# librseqkit-malloc.a holds the rsk_ twins and the library's objects, and
+# does not replace the C library's names.  No builtin malloc knowledge in
+# the allocator: gcc would turn its own malloc + memset into a calloc call.
+MALLOC_SRC   := $(wildcard src/malloc/*.c)
+MALLOC_HDR   := include/rseqkit/malloc.h
+MALLOC_FLAGS := -fPIC -fvisibility=hidden -fno-builtin-malloc -fno-builtin-calloc \
+		-fno-builtin-realloc -fno-builtin-free
+MALLOC_SO    := $(BUILD)/lib/librseqkit-malloc.so
+MALLOC_SO_V  := $(BUILD)/lib/librseqkit-malloc.so.$(VERSION)
+MALLOC_A     := $(BUILD)/lib/librseqkit-malloc.a
+MALLOC_SO_OBJ := $(patsubst src/malloc/%.c,$(BUILD)/obj/malloc-so/%.o,$(MALLOC_SRC))
+MALLOC_A_OBJ  := $(patsubst src/malloc/%.c,$(BUILD)/obj/malloc-a/%.o,$(MALLOC_SRC))
+# The negative control: the allocator on the library's objects whose
+# sections never arm their descriptor (tests/malloc_negative.sh).
+MALLOC_NOARM := $(BUILD)/lib/librseqkit-malloc-noarm.so
+.PHONY: malloc
+malloc: $(MALLOC_SO) $(MALLOC_A)
+lib: malloc
+
+$(BUILD)/obj/malloc-so/%.o: src/malloc/%.c $(LIB_HDR) $(MALLOC_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $(MALLOC_FLAGS) -DRSK_MALLOC_LIBC_NAMES -c $< -o $@
+$(BUILD)/obj/malloc-a/%.o: src/malloc/%.c $(LIB_HDR) $(MALLOC_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $(MALLOC_FLAGS) -c $< -o $@
+$(BUILD)/obj/malloc-noarm/%.o: src/malloc/%.c $(LIB_HDR) $(MALLOC_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $(MALLOC_FLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL \
+		-DRSK_MALLOC_LIBC_NAMES -c $< -o $@
+$(BUILD)/obj/noarm-pic/%.o: src/%.c $(LIB_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -fPIC -fvisibility=hidden -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL -c $< -o $@
+
+$(MALLOC_SO_V): $(MALLOC_SO_OBJ) $(PIC_OBJ) src/malloc/librseqkit-malloc.map
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -shared -Wl,-soname,librseqkit-malloc.so.$(SOVER) \
+		-Wl,--version-script=src/malloc/librseqkit-malloc.map -Wl,-z,defs -o $@ \
+		$(MALLOC_SO_OBJ) $(PIC_OBJ) $(LDLIBS)
+$(MALLOC_SO): $(MALLOC_SO_V)
+	ln -sf librseqkit-malloc.so.$(VERSION) $(BUILD)/lib/librseqkit-malloc.so.$(SOVER)
+	ln -sf librseqkit-malloc.so.$(SOVER) $@
+$(MALLOC_A): $(MALLOC_A_OBJ) $(PIC_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+$(MALLOC_NOARM): $(patsubst src/malloc/%.c,$(BUILD)/obj/malloc-noarm/%.o,$(MALLOC_SRC)) \
+		$(patsubst src/%.c,$(BUILD)/obj/noarm-pic/%.o,$(LIB_SRC)) src/malloc/librseqkit-malloc.map
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -shared -Wl,--version-script=src/malloc/librseqkit-malloc.map -Wl,-z,defs \
+		-o $@ $(filter %.o,$^) $(LDLIBS)
+
 $(INJECT_LIB): $(INJECT_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
@@ -103,6 +156,12 @@ $(BUILD)/bin/%: tools/%.c $(STATIC) $(LIB_HDR) $(wildcard tools/*.h)
 $(BUILD)/tests/%.t: tests/%.c $(INJECT_LIB) $(LIB_HDR) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT $(LDFLAGS) -o $@ $< $(INJECT_LIB) $(LDLIBS) $(TEST_LIBS_$*)
+
+# The allocator's tests link librseqkit-malloc.so (so malloc is its).
+$(BUILD)/tests/malloc_%.t: tests/malloc_%.c $(MALLOC_SO) $(MALLOC_HDR) $(wildcard tests/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD)/lib -lrseqkit-malloc \
+		-Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
 
 $(BUILD)/tests/%.t: tests/%.sh
 	@mkdir -p $(@D)
@@ -154,7 +213,7 @@ $(BUILD)/examples/%: examples/%.c $(STATIC) $(LIB_HDR)
 	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 
 # Everything a test script may need, built before prove runs.
-TEST_DEPS := lib tools $(TESTS) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples \
+TEST_DEPS := lib tools $(TESTS) $(MALLOC_NOARM) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples \
              $(BUILD)/bin/mempool-bench $(BUILD)/bin/slice-bench
 
 # prove runs each test through tests/bin/tap-run.sh, which keeps its TAP in
@@ -289,6 +348,15 @@ $(PC_FILE): Makefile
 		'Version: $(VERSION)' 'Cflags: -I$${includedir} -pthread' \
 		'Libs: -L$${libdir} -lrseqkit' 'Libs.private: -pthread' > $@
 
+MALLOC_PC := $(BUILD)/rseqkit-malloc.pc
+.PHONY: $(MALLOC_PC)
+$(MALLOC_PC): Makefile
+	@mkdir -p $(@D)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(PC_LIBDIR)' 'includedir=$(PC_INCDIR)' '' \
+		'Name: rseqkit-malloc' 'Description: per-CPU malloc on restartable sequences (rseqkit)' \
+		'Version: $(VERSION)' 'Cflags: -I$${includedir} -pthread' \
+		'Libs: -L$${libdir} -lrseqkit-malloc' 'Libs.private: -pthread' > $@
+
 # ELF class and machine of a file (bytes 4 and 18-19), to tell a 32-bit
 # library from a 64-bit one without readelf.
 ELF_ID = od -An -tx1 -j4 -N1 $(1) | tr -d ' \n'; od -An -tx1 -j18 -N2 $(1) | tr -d ' \n'
@@ -304,7 +372,7 @@ install-check-libdir: $(SHARED)
 		exit 1; \
 	fi
 
-install: all $(PC_FILE) install-check-libdir
+install: all $(PC_FILE) $(MALLOC_PC) install-check-libdir
 	install -d $(DESTDIR)$(INCLUDEDIR)/rseqkit/arch $(DESTDIR)$(LIBDIR)/pkgconfig \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7
 	install -m 644 include/rseqkit/*.h $(DESTDIR)$(INCLUDEDIR)/rseqkit/
@@ -318,6 +386,11 @@ install: all $(PC_FILE) install-check-libdir
 	ln -sf librseqkit.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librseqkit.so.$(SOVER)
 	ln -sf librseqkit.so.$(SOVER) $(DESTDIR)$(LIBDIR)/librseqkit.so
 	install -m 644 $(PC_FILE) $(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit.pc
+	install -m 644 $(MALLOC_A) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(MALLOC_SO_V) $(DESTDIR)$(LIBDIR)/
+	ln -sf librseqkit-malloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librseqkit-malloc.so.$(SOVER)
+	ln -sf librseqkit-malloc.so.$(SOVER) $(DESTDIR)$(LIBDIR)/librseqkit-malloc.so
+	install -m 644 $(MALLOC_PC) $(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit-malloc.pc
 	@if [ -n "$(BINDIR)" ]; then \
 		echo "install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/"; \
 		install -d $(DESTDIR)$(BINDIR) && install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/; \
@@ -337,6 +410,10 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/librseqkit.a $(DESTDIR)$(LIBDIR)/librseqkit.so \
 		$(DESTDIR)$(LIBDIR)/librseqkit.so.$(SOVER) $(DESTDIR)$(LIBDIR)/librseqkit.so.$(VERSION) \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit.pc
+	rm -f $(DESTDIR)$(LIBDIR)/librseqkit-malloc.a $(DESTDIR)$(LIBDIR)/librseqkit-malloc.so \
+		$(DESTDIR)$(LIBDIR)/librseqkit-malloc.so.$(SOVER) \
+		$(DESTDIR)$(LIBDIR)/librseqkit-malloc.so.$(VERSION) \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit-malloc.pc
 	-rmdir $(DESTDIR)$(LIBDIR)/pkgconfig 2>/dev/null
 	$(if $(BINDIR),rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS))),@true)
 	@others=$$(ls $(DESTDIR)$(PREFIX)/lib*/librseqkit.so.$(SOVER) \

@@ -272,6 +272,22 @@ int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *a
 int rsk_lock_take_(intptr_t *lock, const char *what, const void *obj);
 void rsk_lock_drop_(intptr_t *lock);
 
+/* For rseqkit's malloc (src/malloc/), on pools (src/pool.c): hook(arg,
+ * base, bytes, 1) after each slab of p is mapped (nonzero: the slab is
+ * unmapped again, as if mmap had failed), hook(arg, base, bytes, 0)
+ * before it is unmapped (set before p's first allocation); and the state
+ * of obj in a debug pool without changing it: 1 allocated, 0 free, -1 not
+ * an object of p. */
+struct rsk_pool;
+struct rsk_pool_config;
+/* rsk_pool_create(), with the pool itself mapped (mapped = 1) rather than
+ * from malloc. */
+int rsk_pool_create_in_(struct rsk_pool **out, const struct rsk_pool_config *cfg, int mapped);
+void rsk_pool_set_slab_hook_(struct rsk_pool *p, int (*hook)(void *arg, void *base, size_t bytes,
+							       int mapped),
+			     void *arg);
+int rsk_pool_debug_state_(struct rsk_pool *p, const void *obj);
+
 /* Whether the calling thread holds *lock (a gate or such a lock). */
 int rsk_lock_mine_(const intptr_t *lock);
 

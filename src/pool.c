@@ -73,6 +73,11 @@ struct pool_impl {
 	int xbusy[POOL_XFER_BUFS];
 	intptr_t overflow[POOL_OVERFLOW];
 	int noverflow;		      /* atomic: entries possibly in use */
+	/* The allocator's page map (src/malloc/): told of every slab mapped
+	 * and, before it is unmapped, of every slab unmapped. */
+	int (*slab_hook)(void *arg, void *base, size_t bytes, int mapped);
+	void *hook_arg;
+	int mapped; /* the impl is mapped (rsk_pool_create_in_), not malloc'ed */
 	/* Under the lock: */
 	struct slab *slabs, *partial;
 	size_t nslabs, growing, depot_free;
@@ -101,6 +106,13 @@ static int pool_alive(const struct rsk_pool *p)
 static size_t align_up(size_t v, size_t a)
 {
 	return (v + a - 1) & ~(a - 1);
+}
+
+/* The bytes mapped for a pool of nr parts: its impl, then the part
+ * pointers. */
+static size_t impl_bytes(int nr)
+{
+	return align_up(sizeof(struct pool_impl), sizeof(void *)) + (size_t)nr * sizeof(void *);
 }
 
 /* ---- debug reports ---- */
@@ -196,6 +208,10 @@ static struct slab *slab_map(struct pool_impl *pi)
 		s->state = (unsigned char *)base + pi->state_off; /* zero: OBJ_FREE */
 		memset(s->first, RSK_POOL_POISON, pi->slab_objects * pi->stride);
 	}
+	if (pi->slab_hook != NULL && pi->slab_hook(pi->hook_arg, base, S, 1) != 0) {
+		munmap(base, S);
+		return NULL;
+	}
 	return s;
 }
 
@@ -240,6 +256,8 @@ static void slab_unmap(struct pool_impl *pi, struct slab *s)
 		}
 	}
 	s->magic = 0;
+	if (pi->slab_hook != NULL)
+		pi->slab_hook(pi->hook_arg, s, pi->slab_bytes, 0);
 	munmap(s, pi->slab_bytes);
 }
 
@@ -359,7 +377,7 @@ static size_t depot_take(struct pool_impl *pi, intptr_t *out, size_t n, int *err
 		*err = depot_lock(pi);
 		if (*err != 0) {
 			if (s != NULL) /* the lock's holder died: give up */
-				munmap(s, pi->slab_bytes);
+				slab_unmap(pi, s);
 			return 0;
 		}
 		pi->growing--;
@@ -419,7 +437,7 @@ static void xfer_put(struct pool_impl *pi, struct xfer *x)
 
 /* ---- creation ---- */
 
-RSK_EXPORT int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_config *cfg)
+int rsk_pool_create_in_(struct rsk_pool **out, const struct rsk_pool_config *cfg, int mapped)
 {
 	struct pool_impl *pi;
 	size_t align, stride, S, hdr, per, nobj, state_off = 0, first_off = 0;
@@ -457,16 +475,15 @@ RSK_EXPORT int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_conf
 	if (nobj == 0 || (cfg->max_bytes != 0 && cfg->max_bytes < S))
 		return -EINVAL;
 
-	pi = calloc(1, sizeof(*pi));
+	/* The pool and its array of part pointers, in one block: from malloc,
+	 * or mapped for rseqkit's malloc (src/malloc/), which is built on
+	 * pools (a destroyed pool's memory is then unmapped, not kept). */
+	nr = rsk_possible_cpus();
+	pi = mapped ? map_zeroed(impl_bytes(nr)) : calloc(1, impl_bytes(nr));
 	if (pi == NULL)
 		return -ENOMEM;
-	nr = rsk_possible_cpus();
-	/* An array of part pointers: sizeof(struct rsk_pool_part *) is meant. */
-	pi->pub.part = calloc((size_t)nr, sizeof(*pi->pub.part)); /* NOLINT(bugprone-sizeof-expression) */
-	if (pi->pub.part == NULL) {
-		free(pi);
-		return -ENOMEM;
-	}
+	pi->mapped = mapped;
+	pi->pub.part = (struct rsk_pool_part **)(void *)((char *)pi + align_up(sizeof(*pi), sizeof(void *)));
 	pi->pub.mode = rsk_percpu_effective_mode(cfg->mode);
 	pi->pub.nr = nr;
 	pi->pub.magic_ = RSK_PERCPU_MAGIC;
@@ -513,9 +530,24 @@ RSK_EXPORT int rsk_pool_destroy(struct rsk_pool *p)
 	for (int i = 0; i < POOL_XFER_BUFS; i++)
 		if (pi->xbuf[i] != NULL)
 			munmap(pi->xbuf[i], ((size_t)p->capacity + 1) * sizeof(intptr_t));
-	free(p->part);
-	free(pi);
+	if (pi->mapped)
+		munmap(pi, impl_bytes(p->nr));
+	else
+		free(pi);
 	return 0;
+}
+
+RSK_EXPORT int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_config *cfg)
+{
+	return rsk_pool_create_in_(out, cfg, 0);
+}
+
+void rsk_pool_set_slab_hook_(struct rsk_pool *p, int (*hook)(void *arg, void *base, size_t bytes,
+							       int mapped),
+			     void *arg)
+{
+	impl(p)->hook_arg = arg;
+	impl(p)->slab_hook = hook;
 }
 
 /* The cache of part idx, created on first use (NULL if out of memory:
@@ -1129,6 +1161,29 @@ RSK_EXPORT void rsk_pool_debug_free_(struct rsk_pool *p, void *obj)
 	depot_unlock(pi);
 	/* Still the caller's until rsk_pool_free() pushes it: no lock needed. */
 	memset(obj, RSK_POOL_POISON, pi->stride);
+}
+
+int rsk_pool_debug_state_(struct rsk_pool *p, const void *obj)
+{
+	struct pool_impl *pi = impl(p);
+	struct slab *s;
+	size_t off, i;
+	int st = -1;
+
+	if (!pool_alive(p) || !(p->flags & RSK_POOL_DEBUG))
+		return -1;
+	debug_lock(pi, obj);
+	for (s = pi->slabs; s != NULL; s = s->next)
+		if ((const char *)obj >= (char *)s && (const char *)obj < (char *)s + pi->slab_bytes)
+			break;
+	if (s != NULL && (const char *)obj >= s->first) {
+		off = (size_t)((const char *)obj - s->first);
+		i = off / pi->stride;
+		if (off % pi->stride == 0 && i < pi->slab_objects)
+			st = s->state[i] == OBJ_ALLOCATED;
+	}
+	depot_unlock(pi);
+	return st;
 }
 
 RSK_EXPORT void rsk_pool_debug_alloc_(struct rsk_pool *p, void *obj)

@@ -81,7 +81,9 @@ missing=
 for f in include/rseqkit/rseqkit.h lib/librseqkit.a lib/librseqkit.so lib/librseqkit.so.0 \
 	lib/pkgconfig/rseqkit.pc bin/rseqkit-info share/man/man3/rsk_init.3 \
 	share/man/man7/rseqkit.7 share/man/man1/rseqkit-info.1 bin/rseqkit-bench \
-	share/man/man1/rseqkit-bench.1; do
+	share/man/man1/rseqkit-bench.1 include/rseqkit/malloc.h lib/librseqkit-malloc.a \
+	lib/librseqkit-malloc.so lib/librseqkit-malloc.so.0 lib/pkgconfig/rseqkit-malloc.pc \
+	share/man/man7/rseqkit-malloc.7 share/man/man3/rsk_malloc.3 share/man/man3/rsk_free.3; do
 	[ -e "$prefix/$f" ] || missing="$missing $f"
 done
 [ -z "$missing" ]
@@ -118,6 +120,49 @@ if [ -f "$list" ]; then
 else
 	ok 1 "abi/librseqkit.symbols exists"
 fi
+
+# --- rseqkit's malloc, installed ---------------------------------------------
+# The preloaded library runs a program; one built with pkg-config
+# rseqkit-malloc gets malloc from it; the static archive's rsk_malloc works
+# beside the C library's malloc.
+mso=$prefix/lib/librseqkit-malloc.so
+out=$(LD_PRELOAD=$mso RSEQKIT_MALLOC_STATS=1 ls "$prefix/lib" 2>&1)
+echo "$out" | grep -q 'librseqkit-malloc.a' && echo "$out" | grep -q '^rseqkit-malloc: index'
+ok $? "LD_PRELOAD of the installed librseqkit-malloc.so runs ls (and prints its statistics)"
+cat >"$tmp/mc.c" <<'EOF'
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <rseqkit/malloc.h>
+int main(void)
+{
+	struct rsk_malloc_stats st;
+	void *p = malloc(100), *q = rsk_malloc(100);
+	int ok = p != NULL && q != NULL && rsk_malloc_stats(&st, -1) == 0 && st.in_use > 0;
+	printf("%d %zu\n", ok, malloc_usable_size(p));
+	free(p);
+	rsk_free(q);
+	return !ok;
+}
+EOF
+if command -v pkg-config >/dev/null 2>&1; then
+	mpc=$prefix/lib/pkgconfig
+	$CC $CFLAGS $(PKG_CONFIG_PATH=$mpc pkg-config --cflags rseqkit-malloc) -o "$tmp/mc" "$tmp/mc.c" \
+		$(PKG_CONFIG_PATH=$mpc pkg-config --libs rseqkit-malloc) >"$tmp/mcc.log" 2>&1 &&
+		[ "$(LD_LIBRARY_PATH=$prefix/lib "$tmp/mc")" = "1 112" ]
+	ok $? "pkg-config rseqkit-malloc: the program's malloc is rseqkit's (usable size of malloc(100): 112)"
+	diag "$tmp/mcc.log"
+	$CC $CFLAGS $(PKG_CONFIG_PATH=$mpc pkg-config --cflags rseqkit-malloc) -o "$tmp/mcs" "$tmp/mc.c" \
+		"$prefix/lib/librseqkit-malloc.a" -pthread >"$tmp/mcs.log" 2>&1 && "$tmp/mcs" >/dev/null
+	ok $? "librseqkit-malloc.a: rsk_malloc beside the C library's malloc"
+	diag "$tmp/mcs.log"
+else
+	skip "pkg-config not installed: rseqkit-malloc.pc not read [pkg pkg-config]"
+	skip "pkg-config not installed [pkg pkg-config]"
+fi
+nm -D --defined-only "$mso" | awk 'NF == 3 { print $3 }' | grep -v '^rsk_' | LC_ALL=C sort | tr '\n' ' ' >"$tmp/msyms"
+[ "$(cat "$tmp/msyms")" = "aligned_alloc calloc free mallinfo2 malloc malloc_trim malloc_usable_size memalign posix_memalign pvalloc realloc reallocarray valloc " ]
+ok $? "librseqkit-malloc.so exports the malloc family and rsk_ names only (others: $(cat "$tmp/msyms"))"
 
 # --- a consumer program -----------------------------------------------------
 # Valid C and C++: counts 1000 times with a per-CPU add, falling back to a

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # Man pages (TAP):
-#   - every function librseqkit.so exports has a page man/<function>.3
+#   - every function librseqkit.so exports, and every rsk_ function
+#     librseqkit-malloc.so exports, has a page man/<function>.3
 #     (a page of its own or a ".so man3/<page>.3" stub);
 #   - every stub points at a page that names the stub's function;
 #   - every page renders with man-db without a warning, from a man1/man3/man7
@@ -68,6 +69,21 @@ while read -r fn; do
 	[ -f "$MANDIR/$fn.3" ]
 	ok $? "man page for $fn ($fn.3)"
 done <"$tmp/functions"
+# The allocator's own rsk_ functions (librseqkit-malloc.so exports no
+# other rsk_ name), and its page in section 7.
+MLIB=$BUILD/lib/librseqkit-malloc.so
+if [ -e "$MLIB" ]; then
+	nm -D --defined-only "$MLIB" | awk '$2 ~ /^[TWi]$/ { print $3 }' | sed 's/@.*//' |
+		grep '^rsk_' | LC_ALL=C sort -u >"$tmp/mfunctions"
+	[ -s "$tmp/mfunctions" ]
+	ok $? "librseqkit-malloc.so exports rsk_ functions ($(wc -l <"$tmp/mfunctions") found)"
+	while read -r fn; do
+		[ -f "$MANDIR/$fn.3" ]
+		ok $? "man page for $fn ($fn.3, librseqkit-malloc.so)"
+	done <"$tmp/mfunctions"
+	[ -f "$MANDIR/rseqkit-malloc.7" ]
+	ok $? "man page rseqkit-malloc.7"
+fi
 
 # --- 2. stubs point at a page that names them ---------------------------------
 pages=$(cd "$MANDIR" && ls -- *.1 *.3 *.7 2>/dev/null)

@@ -1,0 +1,1210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit's malloc (<rseqkit/malloc.h>, rseqkit-malloc(7)).
+ *
+ * Small objects (up to SMALL_MAX) are rounded up to one of NCLASS size
+ * classes, and each class is an rseqkit pool (<rseqkit/pool.h>): a cache
+ * per CPU (or mm_cid) popped and pushed in one gated rseqkit section each,
+ * refilled from and flushed to the pool's depot (a central free list per
+ * class, under a fork-aware lock) in batches of half a cache, and a depot
+ * of slabs (spans of pages aligned to their size) mapped with mmap.  The
+ * pools' slow paths carry rseqkit's progress protocol: threads and
+ * processes without rseq, single-stepped threads and signal handlers get
+ * the same results through the caches' gates.
+ *
+ * free() and malloc_usable_size() find an object's class without a header:
+ * a page map (a two-level radix tree over 4 KiB pages, both levels mapped,
+ * the second on demand) gives every page of every slab its class, written
+ * by the pools' slab hook when a slab is mapped and cleared before it is
+ * unmapped.  Large blocks (above SMALL_MAX, or aligned beyond 4 KiB) are
+ * mapped one by one; their first page's entry holds their page count.
+ *
+ * Hot path: malloc is a size-to-class computation, a load of the class's
+ * pool and one inline section (rsk_pool_try_alloc_); free is the page-map
+ * look-up (two loads) and one inline section (rsk_pool_try_free_).  No
+ * atomic instruction, no call unless a cache is empty or full.
+ *
+ * Nothing here calls malloc: metadata is mapped.  Calls made while the
+ * first call is initialising (rseqkit's own initialisation may reach
+ * malloc through pthread_atfork() or atexit in glibc) are served, on that
+ * thread, from a static bootstrap area whose blocks are never reused.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "../internal.h"
+#include <rseqkit/malloc.h>
+#include <rseqkit/pool.h>
+
+#define LIKELY(x)   __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define NOINLINE __attribute__((noinline))
+#define COLD __attribute__((noinline, cold))
+
+/* ---- size classes ----
+ *
+ * 16 to 128 bytes in steps of 16 (8 classes), then four classes per power
+ * of two: 2^k * 5/4, 6/4, 7/4, 8/4 for k = 7 .. 17, up to 256 KiB (44).
+ * Internal waste: at most 15 bytes up to 128, and below 20% of the block
+ * above (a request just past 2^k gets 2^k * 5/4).
+ */
+#define NCLASS	  52
+#define SMALL_MAX ((size_t)256 << 10)
+#define PAGE	  ((size_t)4096) /* the page map's granule, whatever the system page */
+#define PAGE_SHIFT 12
+
+ALWAYS_INLINE unsigned size_class(size_t n)
+{
+	if (n <= 128)
+		return n != 0 ? (unsigned)((n - 1) >> 4) : 0;
+	unsigned k = (unsigned)(63 - __builtin_clzll((unsigned long long)(n - 1)));
+	return 8 + (k - 7) * 4 + (unsigned)((n - 1) >> (k - 2)) - 4;
+}
+
+static size_t class_size(unsigned c)
+{
+	if (c < 8)
+		return (size_t)(c + 1) * 16;
+	unsigned k = 7 + (c - 8) / 4, i = (c - 8) % 4;
+	return (size_t)(i + 5) << (k - 2);
+}
+
+/* ---- the page map ----
+ *
+ * Entry of a page: 0 unknown; small: (class << 2) | 1 on every page of a
+ * slab; large: (pages << 2) | 2 on the block's first page only.
+ */
+#define PM_LEAF_BITS 18
+#define PM_LEAF_N    ((size_t)1 << PM_LEAF_BITS)
+#if UINTPTR_MAX > 0xffffffffu
+#define PM_ROOT_N ((size_t)1 << (48 - PAGE_SHIFT - PM_LEAF_BITS))
+#else
+#define PM_ROOT_N ((size_t)1 << (32 - PAGE_SHIFT - PM_LEAF_BITS))
+#endif
+#define E_SMALL 1u
+#define E_LARGE 2u
+
+static uintptr_t *pm_root[PM_ROOT_N];
+static size_t pm_leaves; /* atomic: leaves mapped (statistics) */
+
+ALWAYS_INLINE uintptr_t pm_get(const void *p)
+{
+	uintptr_t a = (uintptr_t)p >> PAGE_SHIFT;
+	uintptr_t r = a >> PM_LEAF_BITS;
+	const uintptr_t *leaf;
+
+	if (UNLIKELY(r >= PM_ROOT_N))
+		return 0;
+	leaf = __atomic_load_n(&pm_root[r], __ATOMIC_ACQUIRE);
+	if (UNLIKELY(leaf == NULL))
+		return 0;
+	return __atomic_load_n(&leaf[a & (PM_LEAF_N - 1)], __ATOMIC_RELAXED);
+}
+
+/* The leaf of page number a, mapped on first use; NULL: out of memory. */
+static uintptr_t *pm_leaf(uintptr_t a)
+{
+	uintptr_t r = a >> PM_LEAF_BITS;
+	uintptr_t *leaf, *none = NULL;
+	void *m;
+
+	if (r >= PM_ROOT_N)
+		return NULL;
+	leaf = __atomic_load_n(&pm_root[r], __ATOMIC_ACQUIRE);
+	if (leaf != NULL)
+		return leaf;
+	m = mmap(NULL, PM_LEAF_N * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	if (__atomic_compare_exchange_n(&pm_root[r], &none, (uintptr_t *)m, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE)) {
+		__atomic_add_fetch(&pm_leaves, 1, __ATOMIC_RELAXED);
+		return m;
+	}
+	munmap(m, PM_LEAF_N * sizeof(uintptr_t));
+	return none;
+}
+
+/* Set pages [base, base + bytes) to v (every page: slabs), or the first
+ * only (first_only: large blocks).  Returns 0 or -1 (no leaf). */
+static int pm_set(const void *base, size_t bytes, uintptr_t v, int first_only)
+{
+	uintptr_t a = (uintptr_t)base >> PAGE_SHIFT, end = a + (first_only ? 1 : bytes >> PAGE_SHIFT);
+
+	for (; a < end; a++) {
+		uintptr_t *leaf = pm_leaf(a);
+		if (leaf == NULL)
+			return -1;
+		__atomic_store_n(&leaf[a & (PM_LEAF_N - 1)], v, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+/* ---- process state ---- */
+
+static struct rsk_pool *pools[NCLASS];	   /* every class's pool, once made */
+static struct rsk_pool *fast_pools[NCLASS]; /* the same, NULL in check mode: the
+					       hot paths then go to the slow ones */
+static intptr_t pools_lock;		   /* making a pool (rsk_lock_take_) */
+static enum rsk_index_mode index_mode = RSK_INDEX_CPU;
+static int check_mode, stats_at_exit, stats_fd = 2;
+static size_t large_blocks, large_bytes; /* atomic */
+static long last_release_ns;		 /* atomic: the last timed release */
+
+/* Initialisation: 0 not started, 1 running (init_tid), 2 done. */
+static int init_state;
+static pid_t init_tid;
+
+/* ---- messages without stdio ---- */
+
+struct msg {
+	char b[512];
+	size_t n;
+};
+
+static void msg_s(struct msg *m, const char *s)
+{
+	while (*s != '\0' && m->n < sizeof(m->b))
+		m->b[m->n++] = *s++;
+}
+
+static void msg_u(struct msg *m, unsigned long long v, int width)
+{
+	char t[24];
+	int i = 0;
+
+	do
+		t[i++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0 && i < 24);
+	for (; width > i; width--)
+		msg_s(m, " ");
+	while (i > 0 && m->n < sizeof(m->b))
+		m->b[m->n++] = t[--i];
+}
+
+static void msg_p(struct msg *m, const void *p)
+{
+	uintptr_t v = (uintptr_t)p;
+	char t[2 + 2 * sizeof(v) + 1];
+	int i = 0, started = 0;
+
+	t[i++] = '0';
+	t[i++] = 'x';
+	for (int sh = (int)(8 * sizeof(v)) - 4; sh >= 0; sh -= 4) {
+		unsigned d = (unsigned)(v >> sh) & 15;
+		if (d != 0 || started || sh == 0) {
+			t[i++] = "0123456789abcdef"[d];
+			started = 1;
+		}
+	}
+	t[i] = '\0';
+	msg_s(m, t);
+}
+
+static void msg_out(struct msg *m, int fd)
+{
+	size_t off = 0;
+
+	while (off < m->n) {
+		ssize_t w = write(fd, m->b + off, m->n - off);
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	m->n = 0;
+}
+
+/* A bad pointer: report it and abort (never a silent corruption). */
+static COLD __attribute__((noreturn)) void bad_pointer(const char *what, const void *p)
+{
+	struct msg m = { .n = 0 };
+
+	msg_s(&m, "rseqkit-malloc: ");
+	msg_s(&m, what);
+	msg_s(&m, " ");
+	msg_p(&m, p);
+	msg_s(&m, "\n");
+	msg_out(&m, 2);
+	abort();
+}
+
+/* ---- the bootstrap area: calls made while the first one initialises ---- */
+
+#define BOOT_BYTES ((size_t)256 << 10)
+static char boot_area[BOOT_BYTES] __attribute__((aligned(4096)));
+static size_t boot_used; /* atomic */
+
+/* A block of the bootstrap area: its size in the 16 bytes before it. */
+static void *boot_alloc(size_t align, size_t n)
+{
+	size_t old = __atomic_load_n(&boot_used, __ATOMIC_RELAXED), start, end;
+
+	if (align < 16)
+		align = 16;
+	do {
+		start = (old + 16 + align - 1) & ~(align - 1);
+		if (n > BOOT_BYTES || start + n > BOOT_BYTES) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		end = (start + n + 15) & ~(size_t)15;
+	} while (!__atomic_compare_exchange_n(&boot_used, &old, end, 0, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	*(size_t *)(void *)(boot_area + start - 16) = n;
+	return boot_area + start;
+}
+
+ALWAYS_INLINE int in_boot(const void *p)
+{
+	return (const char *)p >= boot_area && (const char *)p < boot_area + BOOT_BYTES;
+}
+
+static size_t boot_size(const void *p)
+{
+	return *(const size_t *)(const void *)((const char *)p - 16);
+}
+
+/* ---- initialisation ---- */
+
+static int env_is(const char *name, const char *value)
+{
+	const char *v = getenv(name);
+
+	return v != NULL && strcmp(v, value) == 0;
+}
+
+static void do_init(void)
+{
+	rsk_init_once();
+	check_mode = env_is("RSEQKIT_MALLOC_CHECK", "1");
+	stats_at_exit = env_is("RSEQKIT_MALLOC_STATS", "1");
+	if (stats_at_exit) {
+		/* Standard error as it is now: programs such as coreutils'
+		 * close it at exit, before the destructors run. */
+		int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+		if (fd >= 0)
+			stats_fd = fd;
+	}
+	index_mode = env_is("RSEQKIT_MALLOC_INDEX", "cid") ? RSK_INDEX_CID : RSK_INDEX_CPU;
+}
+
+/* 1 when the allocator is ready; 0 when the caller is the thread that is
+ * initialising it (a call from inside rseqkit's or libc's set-up): the
+ * bootstrap area serves it. */
+static NOINLINE int ensure_init(void)
+{
+	int st = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE), zero = 0;
+	pid_t me;
+
+	if (LIKELY(st == 2))
+		return 1;
+	me = (pid_t)syscall(SYS_gettid);
+	if (st == 0 && __atomic_compare_exchange_n(&init_state, &zero, 1, 0, __ATOMIC_ACQUIRE,
+						   __ATOMIC_ACQUIRE)) {
+		int saved = errno;
+		__atomic_store_n(&init_tid, me, __ATOMIC_RELAXED);
+		do_init();
+		errno = saved;
+		__atomic_store_n(&init_state, 2, __ATOMIC_RELEASE);
+		return 1;
+	}
+	if (__atomic_load_n(&init_tid, __ATOMIC_RELAXED) == me)
+		return 0;
+	while (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 2)
+		sched_yield();
+	return 1;
+}
+
+static int slab_hook(void *arg, void *base, size_t bytes, int mapped)
+{
+	unsigned c = (unsigned)(uintptr_t)arg;
+
+	return pm_set(base, bytes, mapped ? ((uintptr_t)c << 2) | E_SMALL : 0, 0);
+}
+
+/* Cache capacity of class c: about 64 KiB of objects per CPU, between 2
+ * and 128 objects. */
+static long class_capacity(unsigned c)
+{
+	size_t k = ((size_t)64 << 10) / class_size(c);
+
+	return k < 2 ? 2 : k > 128 ? 128 : (long)k;
+}
+
+/* The pool of class c, made on first use; NULL (errno) if it cannot be. */
+static NOINLINE struct rsk_pool *make_pool(unsigned c)
+{
+	struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+	size_t size = class_size(c);
+	int err;
+
+	if (p != NULL)
+		return p;
+	err = rsk_lock_take_(&pools_lock, "malloc", pools);
+	if (err != 0 && err != -EOWNERDEAD) {
+		errno = -err == EDEADLK ? ENOMEM : -err;
+		return NULL;
+	}
+	p = pools[c];
+	if (p == NULL) {
+		struct rsk_pool_config cfg = {
+			.size = size,
+			/* A power-of-two class aligns its objects to their size
+			 * (up to a page): memalign's small blocks come from it. */
+			.align = (size & (size - 1)) == 0 ? (size < PAGE ? size : PAGE) : 16,
+			.cache_capacity = class_capacity(c),
+			.flags = check_mode ? RSK_POOL_DEBUG : 0,
+			.mode = index_mode,
+		};
+		err = rsk_pool_create_in_(&p, &cfg, 1);
+		if (err == 0) {
+			rsk_pool_set_slab_hook_(p, slab_hook, (void *)(uintptr_t)c);
+			__atomic_store_n(&pools[c], p, __ATOMIC_RELEASE);
+			if (!check_mode)
+				__atomic_store_n(&fast_pools[c], p, __ATOMIC_RELEASE);
+		} else {
+			p = NULL;
+			errno = -err;
+		}
+	}
+	rsk_lock_drop_(&pools_lock);
+	return p;
+}
+
+/* ---- release of free memory ---- */
+
+static long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+#define RELEASE_INTERVAL_NS 1000000000L
+
+/* Give every slab whose objects are all back in its class's depot to the
+ * system; drain: first move the per-CPU caches' objects there. */
+static int lc_flush(long older);
+
+static int release_free(int drain)
+{
+	int n = lc_flush(drain ? LONG_MAX : now_ns() - RELEASE_INTERVAL_NS);
+
+	for (unsigned c = 0; c < NCLASS; c++) {
+		struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+		int r;
+		if (p == NULL)
+			continue;
+		if (drain)
+			rsk_pool_drain(p, -1);
+		r = rsk_pool_trim(p);
+		if (r > 0)
+			n += r;
+	}
+	return n;
+}
+
+/* Called where memory moves in bulk (a large block freed, a new slab): at
+ * most once a second, the free slabs go back to the system.  The bound on
+ * how long a free slab stays mapped is one second after the next such
+ * event; malloc_trim() releases at once. */
+static void maybe_release(void)
+{
+	long t = now_ns(), last = __atomic_load_n(&last_release_ns, __ATOMIC_RELAXED);
+
+	if (t - last < RELEASE_INTERVAL_NS ||
+	    !__atomic_compare_exchange_n(&last_release_ns, &last, t, 0, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return;
+	release_free(0);
+}
+
+/* ---- check mode (RSEQKIT_MALLOC_CHECK=1) ----
+ *
+ * A block of n bytes takes a class of at least n + 16 bytes: its last
+ * word holds n ^ CHECK_KEY, and the bytes from n to that word are a canary
+ * (CHECK_BYTE).  free() asks the pool (a debug pool) whether the pointer
+ * is an allocated object - not an object: never returned; free: double
+ * free - then checks the word and the canary.  Freed objects are poisoned
+ * by the pool, which finds writes after free when it hands them out.
+ */
+#define CHECK_EXTRA 16
+#define CHECK_KEY   ((size_t)0x5aa5c33c96695aa5ull)
+#define CHECK_BYTE  0xa5
+
+static void check_mark(void *p, size_t n, size_t slot)
+{
+	memset((char *)p + n, CHECK_BYTE, slot - sizeof(size_t) - n);
+	*(size_t *)(void *)((char *)p + slot - sizeof(size_t)) = n ^ CHECK_KEY;
+}
+
+/* The size of a live checked block p of class c, after checking it. */
+static size_t check_block(unsigned c, void *p, const char *op)
+{
+	size_t slot = class_size(c), n;
+	int st = rsk_pool_debug_state_(pools[c], p);
+	const unsigned char *b = p;
+
+	(void)op;
+	if (st < 0)
+		bad_pointer("free of a pointer never returned by malloc:", p);
+	if (st == 0)
+		bad_pointer("double free of", p);
+	n = *(const size_t *)(const void *)((const char *)p + slot - sizeof(size_t)) ^ CHECK_KEY;
+	if (n > slot - CHECK_EXTRA)
+		bad_pointer("canary overrun (the block's size word is overwritten) at", p);
+	for (size_t i = n; i < slot - sizeof(size_t); i++)
+		if (b[i] != CHECK_BYTE)
+			bad_pointer("canary overrun (a write past the end of the block) at", p);
+	return n;
+}
+
+/* ---- small objects ---- */
+
+static NOINLINE void *large_alloc(size_t n, size_t align, int zero);
+
+/* Class c's object, the slow way: the pool made on first use, check mode,
+ * a refill.  n and align are what was asked (align 16 for malloc): check
+ * mode takes a class with room for its canary. */
+static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
+{
+	struct rsk_pool *p;
+	void *obj;
+
+	if (!ensure_init())
+		return boot_alloc(align, n);
+	if (check_mode) {
+		size_t s = n + CHECK_EXTRA;
+		if (align > 16) {
+			if (s < align)
+				s = align;
+			s = (size_t)1 << (64 - __builtin_clzll((unsigned long long)(s - 1)));
+		}
+		if (s > SMALL_MAX)
+			return large_alloc(n, align, 0);
+		c = size_class(s);
+	}
+	p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+	if (p == NULL) {
+		p = make_pool(c);
+		if (p == NULL)
+			return NULL;
+		ret = RSK_CMPFAIL; /* no attempt made yet */
+	}
+	if (check_mode) {
+		obj = rsk_pool_alloc(p);
+		if (obj != NULL)
+			check_mark(obj, n, class_size(c));
+		return obj;
+	}
+	obj = rsk_pool_alloc_slow_(p, ret);
+	if (obj == NULL && errno != ENOMEM)
+		errno = ENOMEM;
+	return obj;
+}
+
+ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
+{
+	struct rsk_pool *p = __atomic_load_n(&fast_pools[c], __ATOMIC_ACQUIRE);
+	intptr_t obj;
+	int ret;
+
+	if (LIKELY(p != NULL)) {
+		ret = rsk_pool_try_alloc_(p, &obj, rsk_area_offset_());
+		if (LIKELY(ret == RSK_OK))
+			return (void *)obj;
+	} else {
+		ret = RSK_CMPFAIL;
+	}
+	return small_slow(c, n, align, ret);
+}
+
+/* ---- large blocks: mapped one by one ----
+ *
+ * A freed large block of up to LC_MAX_BLOCK bytes is kept (unmapped from
+ * the page map, so a second free is still a pointer never returned) in a
+ * small cache, up to LC_MAX_BYTES in all, for the next large allocation
+ * that fits it with at most a quarter of it unused: a program that
+ * allocates and frees a 1 MiB buffer in a loop does not pay an mmap,
+ * a munmap and the page faults each time.  A block cached for a second or
+ * more is unmapped at the next release (maybe_release), every one at
+ * malloc_trim(), and all of them before an mmap that failed is retried.
+ */
+#define LC_N	     16
+#define LC_MAX_BLOCK ((size_t)32 << 20)
+#define LC_MAX_BYTES ((size_t)64 << 20)
+
+static struct {
+	intptr_t lock; /* rsk_lock_take_ */
+	size_t bytes;
+	struct {
+		char *p;
+		size_t len; /* 0: empty */
+		long when;
+	} e[LC_N];
+} lc;
+
+static int lc_lock(void)
+{
+	int err = rsk_lock_take_(&lc.lock, "malloc large cache", &lc);
+
+	return err == 0 || err == -EOWNERDEAD;
+}
+
+/* A cached block of at least len bytes (and at most 5/4 of it); its
+ * length in *got.  NULL: none. */
+static char *lc_take(size_t len, size_t *got)
+{
+	int best = -1;
+	char *p = NULL;
+
+	if (__atomic_load_n(&lc.bytes, __ATOMIC_RELAXED) == 0 || !lc_lock())
+		return NULL;
+	for (int i = 0; i < LC_N; i++)
+		if (lc.e[i].len >= len && lc.e[i].len - len <= len / 4 &&
+		    (best < 0 || lc.e[i].len < lc.e[best].len))
+			best = i;
+	if (best >= 0) {
+		p = lc.e[best].p;
+		*got = lc.e[best].len;
+		lc.e[best].len = 0;
+		__atomic_store_n(&lc.bytes, lc.bytes - *got, __ATOMIC_RELAXED);
+	}
+	rsk_lock_drop_(&lc.lock);
+	return p;
+}
+
+/* Keep a freed block; 0 if it does not fit (the caller unmaps it). */
+static int lc_put(char *p, size_t len, long now)
+{
+	int ok = 0;
+
+	if (len > LC_MAX_BLOCK || !lc_lock())
+		return 0;
+	if (lc.bytes + len <= LC_MAX_BYTES)
+		for (int i = 0; i < LC_N; i++)
+			if (lc.e[i].len == 0) {
+				lc.e[i].p = p;
+				lc.e[i].len = len;
+				lc.e[i].when = now;
+				__atomic_store_n(&lc.bytes, lc.bytes + len, __ATOMIC_RELAXED);
+				ok = 1;
+				break;
+			}
+	rsk_lock_drop_(&lc.lock);
+	return ok;
+}
+
+/* Unmap the cached blocks kept since before `older` (all: LONG_MAX);
+ * returns how many. */
+static int lc_flush(long older)
+{
+	struct {
+		char *p;
+		size_t len;
+	} gone[LC_N];
+	int n = 0;
+
+	if (__atomic_load_n(&lc.bytes, __ATOMIC_RELAXED) == 0 || !lc_lock())
+		return 0;
+	for (int i = 0; i < LC_N; i++)
+		if (lc.e[i].len != 0 && lc.e[i].when < older) {
+			gone[n].p = lc.e[i].p;
+			gone[n++].len = lc.e[i].len;
+			__atomic_store_n(&lc.bytes, lc.bytes - lc.e[i].len, __ATOMIC_RELAXED);
+			lc.e[i].len = 0;
+		}
+	rsk_lock_drop_(&lc.lock);
+	for (int i = 0; i < n; i++)
+		munmap(gone[i].p, gone[i].len);
+	return n;
+}
+
+/* n bytes aligned to align; zero: the bytes must read as 0 (a new
+ * mapping does, a cached block is cleared). */
+static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
+{
+	size_t len, extra, total;
+	char *m, *p;
+	int retried = 0;
+
+	if (!ensure_init())
+		return boot_alloc(align, n);
+	if (n > SIZE_MAX - 2 * PAGE - align)
+		goto nomem;
+	len = (n + PAGE - 1) & ~(PAGE - 1);
+	if (len == 0)
+		len = PAGE;
+	extra = align > PAGE ? align - PAGE : 0;
+	total = len + extra;
+	if ((len >> PAGE_SHIFT) > (UINTPTR_MAX >> 2))
+		goto nomem;
+	if (extra == 0 && (p = lc_take(len, &total)) != NULL) {
+		len = total;
+		if (zero)
+			memset(p, 0, len);
+		goto found;
+	}
+	for (;;) {
+		m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m != MAP_FAILED)
+			break;
+		if (retried++ || lc_flush(LONG_MAX) == 0)
+			goto nomem;
+	}
+	p = m;
+	if (extra != 0) {
+		p = (char *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
+		if (p > m)
+			munmap(m, (size_t)(p - m));
+		if (p + len < m + total)
+			munmap(p + len, (size_t)(m + total - (p + len)));
+	}
+found:
+	if (pm_set(p, len, ((uintptr_t)(len >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0) {
+		munmap(p, len);
+		goto nomem;
+	}
+	__atomic_add_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&large_bytes, len, __ATOMIC_RELAXED);
+	return p;
+nomem:
+	errno = ENOMEM;
+	return NULL;
+}
+
+static void large_free(void *p, uintptr_t e)
+{
+	size_t len = (size_t)(e >> 2) << PAGE_SHIFT;
+
+	if (((uintptr_t)p & (PAGE - 1)) != 0)
+		bad_pointer("free of a pointer never returned by malloc (inside a large block):", p);
+	pm_set(p, PAGE, 0, 1);
+	__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
+	if (!lc_put(p, len, now_ns()))
+		munmap(p, len);
+	maybe_release();
+}
+
+/* ---- the functions ---- */
+
+ALWAYS_INLINE void *do_malloc(size_t n)
+{
+	if (LIKELY(n <= SMALL_MAX)) {
+		unsigned c = size_class(n);
+		return small_alloc(c, n, 16);
+	}
+	return large_alloc(n, 0, 0);
+}
+
+/* free() of a pointer whose entry is not a small object of a fast pool. */
+static NOINLINE void free_slow(void *p, uintptr_t e)
+{
+	if ((e & 3) == E_SMALL) {
+		unsigned c = (unsigned)(e >> 2);
+		struct rsk_pool *pl = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+		if (check_mode)
+			check_block(c, p, "free");
+		if (rsk_pool_free(pl, p) != 0)
+			bad_pointer("free of a misaligned pointer", p);
+		return;
+	}
+	if ((e & 3) == E_LARGE) {
+		large_free(p, e);
+		return;
+	}
+	if (in_boot(p))
+		return; /* bootstrap blocks are never reused */
+	bad_pointer("free of a pointer never returned by malloc:", p);
+}
+
+ALWAYS_INLINE void do_free(void *p)
+{
+	uintptr_t e = pm_get(p);
+
+	if (LIKELY((e & 3) == E_SMALL)) {
+		struct rsk_pool *pl = __atomic_load_n(&fast_pools[e >> 2], __ATOMIC_ACQUIRE);
+		if (LIKELY(pl != NULL)) {
+			int ret = rsk_pool_try_free_(pl, p, rsk_area_offset_());
+			if (LIKELY(ret == RSK_OK))
+				return;
+			rsk_pool_free_slow_(pl, p, ret);
+			return;
+		}
+	}
+	if (p == NULL)
+		return;
+	free_slow(p, e);
+}
+
+/* Usable bytes of a live block. */
+static size_t usable(void *p)
+{
+	uintptr_t e = pm_get(p);
+
+	if ((e & 3) == E_SMALL) {
+		unsigned c = (unsigned)(e >> 2);
+		if (check_mode)
+			return check_block(c, p, "malloc_usable_size");
+		return class_size(c);
+	}
+	if ((e & 3) == E_LARGE)
+		return (size_t)(e >> 2) << PAGE_SHIFT;
+	if (p != NULL && in_boot(p))
+		return boot_size(p);
+	if (p != NULL)
+		bad_pointer("malloc_usable_size of a pointer never returned by malloc:", p);
+	return 0;
+}
+
+static void *do_calloc(size_t nmemb, size_t size)
+{
+	size_t n;
+	void *p;
+
+	if (__builtin_mul_overflow(nmemb, size, &n)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (n > SMALL_MAX)
+		return large_alloc(n, 0, 1); /* a new mapping is zero already */
+	p = do_malloc(n);
+	if (p != NULL)
+		memset(p, 0, n);
+	return p;
+}
+
+static void *do_realloc(void *p, size_t n)
+{
+	uintptr_t e;
+	size_t old;
+	void *q;
+
+	if (p == NULL)
+		return do_malloc(n);
+	if (n == 0) {
+		do_free(p);
+		return NULL;
+	}
+	e = pm_get(p);
+	if ((e & 3) == E_SMALL && !check_mode) {
+		unsigned c = (unsigned)(e >> 2);
+		if (n <= SMALL_MAX && size_class(n) == c)
+			return p;
+	} else if ((e & 3) == E_LARGE && n > SMALL_MAX && ((uintptr_t)p & (PAGE - 1)) == 0) {
+		size_t len = (size_t)(e >> 2) << PAGE_SHIFT, nlen;
+		if (n > SIZE_MAX - PAGE) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		nlen = (n + PAGE - 1) & ~(PAGE - 1);
+		if (nlen == len)
+			return p;
+		/* The pages move (or grow, or shrink) without a copy. */
+		q = mremap(p, len, nlen, MREMAP_MAYMOVE);
+		if (q == MAP_FAILED) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		if (pm_set(q, PAGE, ((uintptr_t)(nlen >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0) {
+			/* Keep it findable: back where it was is not possible,
+			 * so copy it into a fresh block. */
+			void *r = large_alloc(n, 0, 0);
+			if (r != NULL)
+				memcpy(r, q, len < nlen ? len : nlen);
+			munmap(q, nlen);
+			if (q != p)
+				pm_set(p, PAGE, 0, 1);
+			__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
+			__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
+			return r;
+		}
+		if (q != p)
+			pm_set(p, PAGE, 0, 1);
+		__atomic_add_fetch(&large_bytes, nlen - len, __ATOMIC_RELAXED);
+		return q;
+	}
+	old = usable(p);
+	q = do_malloc(n);
+	if (q == NULL)
+		return NULL;
+	memcpy(q, p, old < n ? old : n);
+	do_free(p);
+	return q;
+}
+
+/* n bytes aligned to align (a power of two). */
+static void *do_aligned(size_t align, size_t n)
+{
+	if (align <= 16)
+		return do_malloc(n);
+	if (align <= PAGE && n <= SMALL_MAX) {
+		/* A power-of-two class is aligned to its size (up to a page). */
+		size_t s = n;
+		if (s < align)
+			s = align;
+		s = (size_t)1 << (64 - __builtin_clzll((unsigned long long)(s - 1)));
+		if (s <= SMALL_MAX)
+			return small_alloc(size_class(s), n, align);
+	}
+	return large_alloc(n, align, 0);
+}
+
+/* glibc 2.36's memalign (and aligned_alloc): an alignment that is not a
+ * power of two is rounded up to one; one above half the address space is
+ * EINVAL. */
+static void *do_memalign(size_t align, size_t n)
+{
+	if (align > SIZE_MAX / 2 + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((align & (align - 1)) != 0)
+		align = (size_t)1 << (64 - __builtin_clzll((unsigned long long)align));
+	return do_aligned(align, n);
+}
+
+static int do_posix_memalign(void **out, size_t align, size_t n)
+{
+	int saved = errno;
+	void *p;
+
+	if (align < sizeof(void *) || (align & (align - 1)) != 0 || align % sizeof(void *) != 0)
+		return EINVAL;
+	p = do_aligned(align, n);
+	if (p == NULL) {
+		errno = saved;
+		return ENOMEM;
+	}
+	*out = p;
+	return 0;
+}
+
+static size_t sys_page(void)
+{
+	long s = sysconf(_SC_PAGESIZE);
+
+	return s > 0 ? (size_t)s : PAGE;
+}
+
+static void *do_pvalloc(size_t n)
+{
+	size_t pg = sys_page();
+
+	if (n > SIZE_MAX - pg) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return do_memalign(pg, n == 0 ? pg : (n + pg - 1) & ~(pg - 1));
+}
+
+/* ---- statistics ---- */
+
+static size_t read_rss(void)
+{
+	char buf[128];
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	size_t v = 0;
+	const char *s = buf;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	while (*s != ' ' && *s != '\0')
+		s++;
+	while (*s == ' ')
+		s++;
+	while (*s >= '0' && *s <= '9')
+		v = v * 10 + (size_t)(*s++ - '0');
+	return v * sys_page();
+}
+
+/* Bytes of free objects in part i of pool p's caches. */
+static size_t part_cached(const struct rsk_pool *p, int i)
+{
+	const struct rsk_pool_part *c = __atomic_load_n(&p->part[i], __ATOMIC_ACQUIRE);
+
+	return c != NULL ? (size_t)__atomic_load_n(&c->count, __ATOMIC_RELAXED) : 0;
+}
+
+static void stats_fill(struct rsk_malloc_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->classes = NCLASS;
+	st->mode = index_mode == RSK_INDEX_CID;
+	st->check = check_mode;
+	for (unsigned c = 0; c < NCLASS; c++) {
+		struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+		struct rsk_pool_stats ps;
+		size_t sz = class_size(c);
+		if (p == NULL || rsk_pool_stats(p, &ps) != 0)
+			continue;
+		st->mapped += ps.bytes_mapped;
+		st->in_use += ps.in_use * sz;
+		st->cached += ps.cached * sz;
+		st->central += ps.depot * sz;
+		st->caches += (int)ps.caches;
+		st->metadata += (size_t)p->nr * ((size_t)p->capacity + 2) * sizeof(intptr_t);
+	}
+	st->large_blocks = __atomic_load_n(&large_blocks, __ATOMIC_RELAXED);
+	st->large_bytes = __atomic_load_n(&large_bytes, __ATOMIC_RELAXED);
+	st->cached += __atomic_load_n(&lc.bytes, __ATOMIC_RELAXED);
+	st->mapped += st->large_bytes + __atomic_load_n(&lc.bytes, __ATOMIC_RELAXED);
+	st->metadata += __atomic_load_n(&pm_leaves, __ATOMIC_RELAXED) * PM_LEAF_N * sizeof(uintptr_t);
+	st->rss = read_rss();
+}
+
+static void stats_print(int fd)
+{
+	struct rsk_malloc_stats st;
+	struct msg m = { .n = 0 };
+	int nr = 0;
+
+	stats_fill(&st);
+	msg_s(&m, "rseqkit-malloc: index ");
+	msg_s(&m, st.mode ? "mm_cid" : "cpu");
+	msg_s(&m, st.check ? ", check mode" : "");
+	msg_s(&m, "\n  class   size     in use     cached    central     mapped\n");
+	msg_out(&m, fd);
+	for (unsigned c = 0; c < NCLASS; c++) {
+		struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+		struct rsk_pool_stats ps;
+		size_t sz = class_size(c);
+		if (p == NULL || rsk_pool_stats(p, &ps) != 0)
+			continue;
+		nr = p->nr;
+		msg_s(&m, "  ");
+		msg_u(&m, c, 5);
+		msg_u(&m, sz, 7);
+		msg_u(&m, ps.in_use * sz, 11);
+		msg_u(&m, ps.cached * sz, 11);
+		msg_u(&m, ps.depot * sz, 11);
+		msg_u(&m, ps.bytes_mapped, 11);
+		msg_s(&m, "\n");
+		msg_out(&m, fd);
+	}
+	for (int i = 0; i < nr; i++) {
+		size_t bytes = 0;
+		for (unsigned c = 0; c < NCLASS; c++) {
+			struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+			if (p != NULL)
+				bytes += part_cached(p, i) * class_size(c);
+		}
+		if (bytes == 0)
+			continue;
+		msg_s(&m, "  cache ");
+		msg_u(&m, (unsigned)i, 3);
+		msg_s(&m, ": ");
+		msg_u(&m, bytes, 0);
+		msg_s(&m, " bytes cached\n");
+		msg_out(&m, fd);
+	}
+	msg_s(&m, "  total: mapped ");
+	msg_u(&m, st.mapped, 0);
+	msg_s(&m, ", in use ");
+	msg_u(&m, st.in_use, 0);
+	msg_s(&m, ", cached ");
+	msg_u(&m, st.cached, 0);
+	msg_s(&m, ", central ");
+	msg_u(&m, st.central, 0);
+	msg_s(&m, ", large ");
+	msg_u(&m, st.large_blocks, 0);
+	msg_s(&m, " blocks ");
+	msg_u(&m, st.large_bytes, 0);
+	msg_s(&m, " bytes, metadata ");
+	msg_u(&m, st.metadata, 0);
+	msg_s(&m, ", RSS ");
+	msg_u(&m, st.rss, 0);
+	msg_s(&m, "\n");
+	msg_out(&m, fd);
+}
+
+static void stats_dtor(void) __attribute__((destructor));
+static void stats_dtor(void)
+{
+	if (stats_at_exit)
+		stats_print(stats_fd);
+}
+
+/* ---- the API ---- */
+
+#define API __attribute__((visibility("default")))
+
+API void *rsk_malloc(size_t n)
+{
+	return do_malloc(n);
+}
+
+API void rsk_free(void *p)
+{
+	do_free(p);
+}
+
+API void *rsk_calloc(size_t nmemb, size_t size)
+{
+	return do_calloc(nmemb, size);
+}
+
+API void *rsk_realloc(void *p, size_t n)
+{
+	return do_realloc(p, n);
+}
+
+API void *rsk_reallocarray(void *p, size_t nmemb, size_t size)
+{
+	size_t n;
+
+	if (__builtin_mul_overflow(nmemb, size, &n)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return do_realloc(p, n);
+}
+
+API int rsk_posix_memalign(void **memptr, size_t align, size_t n)
+{
+	return do_posix_memalign(memptr, align, n);
+}
+
+API void *rsk_aligned_alloc(size_t align, size_t n)
+{
+	return do_memalign(align, n);
+}
+
+API void *rsk_memalign(size_t align, size_t n)
+{
+	return do_memalign(align, n);
+}
+
+API void *rsk_valloc(size_t n)
+{
+	return do_memalign(sys_page(), n);
+}
+
+API void *rsk_pvalloc(size_t n)
+{
+	return do_pvalloc(n);
+}
+
+API size_t rsk_malloc_usable_size(void *p)
+{
+	return p == NULL ? 0 : usable(p);
+}
+
+API int rsk_malloc_trim(size_t pad)
+{
+	(void)pad;
+	if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 2)
+		return 0;
+	return release_free(1) > 0;
+}
+
+API int rsk_malloc_stats(struct rsk_malloc_stats *st, int fd)
+{
+	if (st == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	stats_fill(st);
+	if (fd >= 0)
+		stats_print(fd);
+	return 0;
+}
+
+#ifdef RSK_MALLOC_LIBC_NAMES
+/* librseqkit-malloc.so: the C library's names (its version script exports
+ * them), each the same inline code as its rsk_ twin: no extra call. */
+API void *malloc(size_t n)
+{
+	return do_malloc(n);
+}
+
+API void free(void *p)
+{
+	do_free(p);
+}
+
+API void *calloc(size_t nmemb, size_t size)
+{
+	return do_calloc(nmemb, size);
+}
+
+API void *realloc(void *p, size_t n)
+{
+	return do_realloc(p, n);
+}
+
+API void *reallocarray(void *p, size_t nmemb, size_t size)
+{
+	return rsk_reallocarray(p, nmemb, size);
+}
+
+API int posix_memalign(void **memptr, size_t align, size_t n)
+{
+	return do_posix_memalign(memptr, align, n);
+}
+
+API void *aligned_alloc(size_t align, size_t n)
+{
+	return do_memalign(align, n);
+}
+
+API void *memalign(size_t align, size_t n)
+{
+	return do_memalign(align, n);
+}
+
+API void *valloc(size_t n)
+{
+	return do_memalign(sys_page(), n);
+}
+
+API void *pvalloc(size_t n)
+{
+	return do_pvalloc(n);
+}
+
+API size_t malloc_usable_size(void *p)
+{
+	return p == NULL ? 0 : usable(p);
+}
+
+API int malloc_trim(size_t pad)
+{
+	return rsk_malloc_trim(pad);
+}
+
+API struct mallinfo2 mallinfo2(void)
+{
+	struct rsk_malloc_stats st;
+	struct mallinfo2 mi;
+
+	memset(&mi, 0, sizeof(mi));
+	stats_fill(&st);
+	mi.arena = st.mapped - st.large_bytes;
+	mi.hblks = st.large_blocks;
+	mi.hblkhd = st.large_bytes;
+	mi.uordblks = st.in_use + st.large_bytes;
+	mi.fordblks = st.cached + st.central;
+	mi.keepcost = 0;
+	return mi;
+}
+#endif

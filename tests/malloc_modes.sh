@@ -1,0 +1,38 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# malloc_stress.t (the allocator's multi-threaded stress, contents checked)
+# in every mode the allocator has: no rseq in the process
+# (RSEQKIT_DISABLE=1: every operation through the gates' slow path),
+# rseqkit registering the threads itself (glibc.pthread.rseq=0), indexed
+# by mm_cid, check mode, and the tight small-block loop (-H) with and
+# without rseq.  One TAP line per run: its own lines must all be "ok".
+BUILD=${BUILD:-build}
+T=$BUILD/tests/malloc_stress.t
+if [ ! -x "$T" ]; then
+	echo "1..0 # SKIP $T not built"
+	exit 0
+fi
+tmp=$(mktemp) || exit 1
+trap 'rm -f "$tmp"' EXIT
+n=0
+echo "1..7"
+run() { # env, args
+	n=$((n + 1))
+	env $1 "$T" $2 >"$tmp" 2>&1
+	rc=$?
+	if [ $rc -eq 0 ] && ! grep -q '^not ok' "$tmp" && [ "$(grep -c '^ok' "$tmp")" -eq 5 ]; then
+		echo "ok $n - $1 malloc_stress $2: 5 checks pass"
+	else
+		echo "not ok $n - $1 malloc_stress $2: exit $rc"
+		grep -v '^ok' "$tmp" | head -8 | sed 's/^/# /'
+	fi
+}
+run "RSEQKIT_DISABLE=1" "-n 8000"
+run "GLIBC_TUNABLES=glibc.pthread.rseq=0" "-n 8000"
+run "RSEQKIT_MALLOC_INDEX=cid" "-n 8000"
+run "RSEQKIT_MALLOC_INDEX=cid RSEQKIT_DISABLE=1" "-n 4000"
+run "RSEQKIT_MALLOC_CHECK=1" "-n 3000"
+run "RSEQKIT_MALLOC_INDEX=cpu" "-H"
+run "RSEQKIT_DISABLE=1" "-H -n 5000"
+exit 0
