@@ -3,7 +3,7 @@
 #   make                 library, tools            (build/lib, build/bin)
 #   make check           every test (TAP, prove)
 #   make bench           the benchmark
-#   make bench-real      real programs under each allocator (make malloc first)
+#   make bench-real      real programs under glibc, jemalloc, mimalloc, tcmalloc, rseqkit-malloc
 #   make insn-count      hot-path instructions of each fast path
 #   make install PREFIX=/usr/local [LIBDIR=...] [DESTDIR=...], make uninstall
 #   make CC=clang, make CC="gcc -m32"  (i386, with gcc-multilib)
@@ -35,10 +35,7 @@ LIB_HDR  := $(wildcard include/rseqkit/*.h include/rseqkit/arch/*.h include/rseq
 TOOLS    := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/rseqkit-*.c)) \
             $(BUILD)/bin/rseqkit-bench
 TEST_C   := $(wildcard tests/*.c)
-# tests/malloc_real.sh runs real programs on librseqkit-malloc.so: a test
-# of the allocator, in the tests where its sources (src/malloc/) are.
-MALLOC_REAL := $(if $(wildcard src/malloc/*.c),,tests/malloc_real.sh)
-TEST_SH  := $(filter-out $(MALLOC_REAL),$(wildcard tests/*.sh))
+TEST_SH  := $(wildcard tests/*.sh)
 # Tests with a negative-control twin (built with the descriptor never armed).
 NEGATIVE := $(BUILD)/tests/negative-primitives.t
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%.t,$(TEST_C)) $(NEGATIVE) \
@@ -213,7 +210,7 @@ $(BUILD)/examples/%: examples/%.c $(STATIC) $(LIB_HDR)
 	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 
 # Everything a test script may need, built before prove runs.
-TEST_DEPS := lib tools $(TESTS) $(MALLOC_NOARM) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples \
+TEST_DEPS := lib tools $(TESTS) $(MALLOC_SO) $(MALLOC_NOARM) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples \
              $(BUILD)/bin/mempool-bench $(BUILD)/bin/slice-bench
 
 # prove runs each test through tests/bin/tap-run.sh, which keeps its TAP in
@@ -288,7 +285,7 @@ bench: all $(BUILD)/bin/mempool-bench
 # $(BUILD)/bench-real/.  BENCH_REAL_ARGS: --runs N (default 5), --quick,
 # --only WORKLOADS, --allocators LIST.
 .PHONY: bench-real
-bench-real: $(BUILD)/bin/malloc-run
+bench-real: malloc $(BUILD)/bin/malloc-run
 	python3 tools/bench-real.py --build $(BUILD) $(BENCH_REAL_ARGS)
 
 # The optional Debian packages (.ci/packages, the list .ci/run uses too):
