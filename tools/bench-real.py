@@ -363,8 +363,8 @@ def main():
             t = 1.00 if heavy else 1.02
             cmp = "<" if heavy else "<="
             met = x < t if heavy else x <= t
-            print("  %-28s%s: target %s %.2fx: %.2fx %s" % (
-                w.name, " (allocation-heavy)" if heavy else "", cmp, t, x,
+            print("  %-28s %-18s target %s %.2fx: %.2fx %s" % (
+                w.name, "(allocation-heavy)" if heavy else "", cmp, t, x,
                 "met" if met else "not met"))
     else:
         print("\nbench-real targets: n/a: rseqkit-malloc not measured")
