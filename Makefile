@@ -270,9 +270,11 @@ check-numa:
 check-cross:
 	tests/qemu/check-cross.sh $(ARCH)
 
-# The structures' bench, then the per-CPU memory's (tools/mempool-bench.c:
-# alloc + free, pool counter against rsk_counter, 10,000 counters' memory
-# and sum time; BENCH_ARGS=--quick makes both short).
+# The structures' bench (its last family, malloc, sets librseqkit-malloc.so
+# beside glibc, jemalloc, mimalloc and tcmalloc, each in its own process),
+# then the per-CPU memory's (tools/mempool-bench.c: alloc + free, pool
+# counter against rsk_counter, 10,000 counters' memory and sum time;
+# BENCH_ARGS=--quick makes both short).
 bench: all $(BUILD)/bin/mempool-bench
 	@st=0; $(BUILD)/bin/rseqkit-bench $(BENCH_ARGS) || st=1; \
 	echo; $(BUILD)/bin/mempool-bench $(filter --quick,$(BENCH_ARGS)) || st=1; \
