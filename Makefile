@@ -88,10 +88,11 @@ $(SHARED): $(PIC_OBJ) src/librseqkit.map
 # librseqkit-malloc.a holds the rsk_ twins and the library's objects, and
 # does not replace the C library's names.  No builtin malloc knowledge in
 # the allocator: gcc would turn its own malloc + memset into a calloc call.
+# -fexceptions: std::bad_alloc is thrown through its operator new.
 MALLOC_SRC   := $(wildcard src/malloc/*.c)
 MALLOC_HDR   := include/rseqkit/malloc.h
 MALLOC_FLAGS := -fPIC -fvisibility=hidden -fno-builtin-malloc -fno-builtin-calloc \
-		-fno-builtin-realloc -fno-builtin-free
+		-fno-builtin-realloc -fno-builtin-free -fexceptions
 MALLOC_SO    := $(BUILD)/lib/librseqkit-malloc.so
 MALLOC_SO_V  := $(BUILD)/lib/librseqkit-malloc.so.$(VERSION)
 MALLOC_A     := $(BUILD)/lib/librseqkit-malloc.a

@@ -460,7 +460,10 @@ int rsk_pool_create_in_(struct rsk_pool **out, const struct rsk_pool_config *cfg
 	hdr = sizeof(struct slab);
 	per = stride + sizeof(uint16_t) + (size_t)debug;
 	S = SLAB_MIN_BYTES;
-	while (S < hdr + (stride <= 4096 ? 64 : 8) * per + align)
+	/* At least 64 objects up to 4 KiB, 8 beyond; the allocator's pools
+	 * (mapped) take 2 beyond 32 KiB: a slab of its 256 KiB class is then
+	 * 1 MiB, not 4, of which little is touched while few are in use. */
+	while (S < hdr + (stride <= 4096 ? 64 : mapped && stride > ((size_t)32 << 10) ? 2 : 8) * per + align)
 		S *= 2;
 	nobj = (S - hdr) / per;
 	if (nobj > MAX_SLAB_OBJECTS)

@@ -160,9 +160,12 @@ else
 	skip "pkg-config not installed: rseqkit-malloc.pc not read [pkg pkg-config]"
 	skip "pkg-config not installed [pkg pkg-config]"
 fi
-nm -D --defined-only "$mso" | awk 'NF == 3 { print $3 }' | grep -v '^rsk_' | LC_ALL=C sort | tr '\n' ' ' >"$tmp/msyms"
-[ "$(cat "$tmp/msyms")" = "aligned_alloc calloc free mallinfo2 malloc malloc_trim malloc_usable_size memalign posix_memalign pvalloc realloc reallocarray valloc " ]
-ok $? "librseqkit-malloc.so exports the malloc family and rsk_ names only (others: $(cat "$tmp/msyms"))"
+nm -D --defined-only "$mso" | awk 'NF == 3 { print $3 }' | grep -v '^rsk_' | grep -v '^_Z' | LC_ALL=C sort |
+	tr '\n' ' ' >"$tmp/msyms"
+ncxx=$(nm -D --defined-only "$mso" | awk 'NF == 3 { print $3 }' | grep -c '^_Z[nd][wal]')
+[ "$(cat "$tmp/msyms")" = "aligned_alloc calloc free mallinfo2 malloc malloc_trim malloc_usable_size memalign posix_memalign pvalloc realloc reallocarray valloc " ] &&
+	[ "$ncxx" -eq 20 ]
+ok $? "librseqkit-malloc.so exports the malloc family, 20 C++ operators new/delete ($ncxx) and rsk_ names only (others: $(cat "$tmp/msyms"))"
 
 # --- a consumer program -----------------------------------------------------
 # Valid C and C++: counts 1000 times with a per-CPU add, falling back to a

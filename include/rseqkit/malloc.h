@@ -22,11 +22,18 @@
  *     failed realloc is left as it was;
  *   - rsk_posix_memalign returns EINVAL for an alignment that is not a
  *     power of two multiple of sizeof(void *) (*memptr unchanged), ENOMEM;
- *     rsk_aligned_alloc and rsk_memalign return NULL with errno EINVAL
- *     for an alignment that is not a power of two.
+ *     rsk_aligned_alloc and rsk_memalign round an alignment that is not a
+ *     power of two up to one, and return NULL with errno EINVAL for one
+ *     above half the address space.
  * All are thread-safe, and may be called from any thread at any time,
  * before main() and in fork() child processes included; none is
  * async-signal-safe (as in glibc).
+ *
+ * The default mode does not detect a double free or a free of a pointer
+ * inside a small block (they corrupt the caches), nor writes past a
+ * block's end; RSEQKIT_MALLOC_CHECK=1 does (rseqkit-malloc(7)).  A free
+ * of a pointer that no block contains aborts with a message in every
+ * mode.
  */
 #ifndef RSEQKIT_MALLOC_H
 #define RSEQKIT_MALLOC_H
@@ -56,8 +63,9 @@ void *rsk_reallocarray(void *p, size_t nmemb, size_t size);
  * EINVAL or ENOMEM (errno unchanged). */
 int rsk_posix_memalign(void **memptr, size_t align, size_t n);
 
-/* rsk_aligned_alloc, rsk_memalign - n bytes aligned to align (a power of
- * two; memalign rounds a smaller one up to 16 as glibc does not: EINVAL). */
+/* rsk_aligned_alloc, rsk_memalign - n bytes aligned to align (rounded up
+ * to a power of two), or NULL (errno EINVAL: align above SIZE_MAX / 2 + 1;
+ * ENOMEM). */
 void *rsk_aligned_alloc(size_t align, size_t n);
 void *rsk_memalign(size_t align, size_t n);
 

@@ -957,6 +957,7 @@ static void stats_fill(struct rsk_malloc_stats *st)
 		size_t sz = class_size(c);
 		if (p == NULL || rsk_pool_stats(p, &ps) != 0)
 			continue;
+		st->mode = p->mode == RSK_INDEX_CID; /* the mode in effect */
 		st->mapped += ps.bytes_mapped;
 		st->in_use += ps.in_use * sz;
 		st->cached += ps.cached * sz;
@@ -981,6 +982,7 @@ static void stats_print(int fd)
 	stats_fill(&st);
 	msg_s(&m, "rseqkit-malloc: index ");
 	msg_s(&m, st.mode ? "mm_cid" : "cpu");
+	msg_s(&m, rsk_area_offset_() != 0 ? "" : " (no rseq: every operation through the caches' gates)");
 	msg_s(&m, st.check ? ", check mode" : "");
 	msg_s(&m, "\n  class   size     in use     cached    central     mapped\n");
 	msg_out(&m, fd);
@@ -1207,4 +1209,130 @@ API struct mallinfo2 mallinfo2(void)
 	mi.keepcost = 0;
 	return mi;
 }
+#endif
+
+#ifdef RSK_MALLOC_LIBC_NAMES
+/*
+ * The C++ operators new and delete (the Itanium ABI's mangled names, as
+ * libstdc++ and libc++ define them), so that a C++ program's allocations
+ * reach the same inline paths without a call through libstdc++.  A
+ * throwing new that finds no memory calls std::get_new_handler()'s
+ * handler until there is none, then throws std::bad_alloc through
+ * libstdc++'s own std::__throw_bad_alloc() (weak references: a program
+ * without libstdc++ has no C++ to call them, and aborts instead).  The
+ * nothrow forms return NULL without calling the handler.  Every delete
+ * is free(): the size and alignment they are given are not needed.
+ */
+#if __SIZEOF_SIZE_T__ == 8
+#define CXX_SZ "m"
+#else
+#define CXX_SZ "j"
+#endif
+typedef void (*new_handler_fn)(void);
+extern new_handler_fn cxx_get_new_handler(void) __asm__("_ZSt15get_new_handlerv") __attribute__((weak));
+extern void cxx_throw_bad_alloc(void) __asm__("_ZSt17__throw_bad_allocv") __attribute__((weak, noreturn));
+
+static COLD void *cxx_no_memory(size_t n, size_t align)
+{
+	for (;;) {
+		new_handler_fn h = cxx_get_new_handler != NULL ? cxx_get_new_handler() : NULL;
+		void *p;
+		if (h == NULL) {
+			if (cxx_throw_bad_alloc != NULL)
+				cxx_throw_bad_alloc();
+			bad_pointer("operator new: out of memory, and no C++ runtime to throw std::bad_alloc; size",
+				    (void *)n);
+		}
+		h();
+		p = align > 16 ? do_memalign(align, n) : do_malloc(n);
+		if (p != NULL)
+			return p;
+	}
+}
+
+API void *cxx_new(size_t n) __asm__("_Znw" CXX_SZ);
+API void *cxx_new(size_t n)
+{
+	void *p = do_malloc(n);
+
+	return LIKELY(p != NULL) ? p : cxx_no_memory(n, 0);
+}
+
+API void *cxx_new_array(size_t n) __asm__("_Zna" CXX_SZ);
+API void *cxx_new_array(size_t n)
+{
+	void *p = do_malloc(n);
+
+	return LIKELY(p != NULL) ? p : cxx_no_memory(n, 0);
+}
+
+API void *cxx_new_nothrow(size_t n, const void *tag) __asm__("_Znw" CXX_SZ "RKSt9nothrow_t");
+API void *cxx_new_nothrow(size_t n, const void *tag)
+{
+	(void)tag;
+	return do_malloc(n);
+}
+
+API void *cxx_new_array_nothrow(size_t n, const void *tag) __asm__("_Zna" CXX_SZ "RKSt9nothrow_t");
+API void *cxx_new_array_nothrow(size_t n, const void *tag)
+{
+	(void)tag;
+	return do_malloc(n);
+}
+
+API void *cxx_new_aligned(size_t n, size_t al) __asm__("_Znw" CXX_SZ "St11align_val_t");
+API void *cxx_new_aligned(size_t n, size_t al)
+{
+	void *p = do_memalign(al, n);
+
+	return LIKELY(p != NULL) ? p : cxx_no_memory(n, al);
+}
+
+API void *cxx_new_array_aligned(size_t n, size_t al) __asm__("_Zna" CXX_SZ "St11align_val_t");
+API void *cxx_new_array_aligned(size_t n, size_t al)
+{
+	void *p = do_memalign(al, n);
+
+	return LIKELY(p != NULL) ? p : cxx_no_memory(n, al);
+}
+
+API void *cxx_new_aligned_nothrow(size_t n, size_t al, const void *tag)
+	__asm__("_Znw" CXX_SZ "St11align_val_tRKSt9nothrow_t");
+API void *cxx_new_aligned_nothrow(size_t n, size_t al, const void *tag)
+{
+	(void)tag;
+	return do_memalign(al, n);
+}
+
+API void *cxx_new_array_aligned_nothrow(size_t n, size_t al, const void *tag)
+	__asm__("_Zna" CXX_SZ "St11align_val_tRKSt9nothrow_t");
+API void *cxx_new_array_aligned_nothrow(size_t n, size_t al, const void *tag)
+{
+	(void)tag;
+	return do_memalign(al, n);
+}
+
+/* The deletes: free(), whatever else they are given. */
+#define CXX_DELETE(fn, sym, ...)                                               \
+	API void fn(void *p, ##__VA_ARGS__) __asm__(sym);                      \
+	API void fn(void *p, ##__VA_ARGS__)                                    \
+	{                                                                      \
+		do_free(p);                                                    \
+	}
+CXX_DELETE(cxx_delete, "_ZdlPv")
+CXX_DELETE(cxx_delete_array, "_ZdaPv")
+CXX_DELETE(cxx_delete_sized, "_ZdlPv" CXX_SZ, size_t n __attribute__((unused)))
+CXX_DELETE(cxx_delete_array_sized, "_ZdaPv" CXX_SZ, size_t n __attribute__((unused)))
+CXX_DELETE(cxx_delete_nothrow, "_ZdlPvRKSt9nothrow_t", const void *t __attribute__((unused)))
+CXX_DELETE(cxx_delete_array_nothrow, "_ZdaPvRKSt9nothrow_t", const void *t __attribute__((unused)))
+CXX_DELETE(cxx_delete_aligned, "_ZdlPvSt11align_val_t", size_t a __attribute__((unused)))
+CXX_DELETE(cxx_delete_array_aligned, "_ZdaPvSt11align_val_t", size_t a __attribute__((unused)))
+CXX_DELETE(cxx_delete_sized_aligned, "_ZdlPv" CXX_SZ "St11align_val_t", size_t n __attribute__((unused)),
+	   size_t a __attribute__((unused)))
+CXX_DELETE(cxx_delete_array_sized_aligned, "_ZdaPv" CXX_SZ "St11align_val_t",
+	   size_t n __attribute__((unused)), size_t a __attribute__((unused)))
+CXX_DELETE(cxx_delete_aligned_nothrow, "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+	   size_t a __attribute__((unused)), const void *t __attribute__((unused)))
+CXX_DELETE(cxx_delete_array_aligned_nothrow, "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+	   size_t a __attribute__((unused)), const void *t __attribute__((unused)))
 #endif
