@@ -4,6 +4,7 @@
 #   make malloc          librseqkit-malloc.so, .a  (build/lib; also built by make)
 #   make check           every test (TAP, prove)
 #   make bench           the benchmark
+#   make bench-real      real programs under glibc, jemalloc, mimalloc, tcmalloc, rseqkit-malloc
 #   make insn-count      hot-path instructions of each fast path
 #   make install PREFIX=/usr/local [LIBDIR=...] [DESTDIR=...], make uninstall
 #   make CC=clang, make CC="gcc -m32"  (i386, with gcc-multilib)
@@ -306,13 +307,25 @@ check-numa:
 check-cross:
 	tests/qemu/check-cross.sh $(ARCH)
 
-# The structures' bench, then the per-CPU memory's (tools/mempool-bench.c:
-# alloc + free, pool counter against rsk_counter, 10,000 counters' memory
-# and sum time; BENCH_ARGS=--quick makes both short).
+# The structures' bench (its last family, malloc, sets librseqkit-malloc.so
+# beside glibc, jemalloc, mimalloc and tcmalloc, each in its own process),
+# then the per-CPU memory's (tools/mempool-bench.c: alloc + free, pool
+# counter against rsk_counter, 10,000 counters' memory and sum time;
+# BENCH_ARGS=--quick makes both short).
 bench: all $(BUILD)/bin/mempool-bench
 	@st=0; $(BUILD)/bin/rseqkit-bench $(BENCH_ARGS) || st=1; \
 	echo; $(BUILD)/bin/mempool-bench $(filter --quick,$(BENCH_ARGS)) || st=1; \
 	CC="$(CC)" tests/bin/deps.sh summary bench || st=1; exit $$st
+
+# Unmodified Debian programs (db_bench, sqlite3, python3, xz -T2) under
+# each allocator (glibc, jemalloc, mimalloc, tcmalloc, rseqkit-malloc),
+# interleaved, medians of wall time and peak RSS (tools/bench-real.py;
+# each run through tools/malloc-run.c): a table and plots in
+# $(BUILD)/bench-real/.  BENCH_REAL_ARGS: --runs N (default 5), --quick,
+# --only WORKLOADS, --allocators LIST.
+.PHONY: bench-real
+bench-real: malloc $(BUILD)/bin/malloc-run
+	python3 tools/bench-real.py --build $(BUILD) $(BENCH_REAL_ARGS)
 
 # The optional Debian packages (.ci/packages, the list .ci/run uses too):
 # "sudo make deps" installs the base and optional groups; DEPS="kernels

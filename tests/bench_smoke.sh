@@ -8,7 +8,8 @@
 # printed family by family with targets worded as targets, one SVG plot
 # per family (rendered to PNG where rsvg-convert is), the output
 # directory's rules (checked before the run; the current directory for a
-# binary outside its build tree).  Never asserts speed.
+# binary outside its build tree), the malloc family (five allocators, its
+# memory section and targets).  Never asserts speed.
 BUILD=${BUILD:-build}
 BENCH=$BUILD/bin/rseqkit-bench
 n=0
@@ -34,7 +35,7 @@ listed=$?
 pairs=$(printf '%s\n' $core | cat - "$tmp/list" | sort -u)
 npairs=$(printf '%s\n' "$pairs" | wc -l)
 
-echo "1..$((npairs + 27))"
+echo "1..$((npairs + 31))"
 ok $listed "--list works"
 
 "$BENCH" --quick --outdir "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
@@ -61,14 +62,15 @@ awk -F, 'NR > 1 {
 ok $? "every number parses and is positive"
 
 # Each pair at every thread count the run used (1, CPUs, 4 x CPUs); pool-pc
-# runs at 2 and the largest count, which need not be among them.
-ncounts=$(awk -F, 'NR > 1 && $1 != "pool-pc" { print $3 }' "$csv" 2>/dev/null | sort -u | wc -l)
+# runs at 2 and the largest count, which need not be among them; the malloc
+# family at its own counts (1, 2, 8, 64; malloc-pc at 2 and 64).
+ncounts=$(awk -F, 'NR > 1 && $1 != "pool-pc" && $1 !~ /^malloc-/ { print $3 }' "$csv" 2>/dev/null | sort -u | wc -l)
 [ "$ncounts" -ge 2 ]
 ok $? "several thread counts measured ($ncounts)"
 # Fence rows and the guarantee ladder's (counter-add4, hand+...) run at 1
 # thread only, the workload at the largest count only,
 # pool-pc (producer/consumer pairs) at 2 threads and at the largest count.
-tmax=$(awk -F, 'NR > 1 && $1 != "pool-pc" { print $3 }' "$csv" 2>/dev/null | sort -n | tail -n 1)
+tmax=$(awk -F, 'NR > 1 && $1 != "pool-pc" && $1 !~ /^malloc-/ { print $3 }' "$csv" 2>/dev/null | sort -n | tail -n 1)
 for p in $pairs; do
 	# A rival allocator that is not installed: named with its package.
 	case $p in *,jemalloc | *,mimalloc | *,tcmalloc)
@@ -77,6 +79,14 @@ for p in $pairs; do
 			pkg=$(echo "$note" | sed -n 's/.*(apt-get install \(.*\))$/\1/p')
 			n=$((n + 1))
 			echo "ok $n # SKIP $p: $(echo "$note" | sed 's/^ *//; s/  */ /g') [pkg ${pkg:-?}]"
+			continue
+		fi ;;
+	# rseqkit-malloc before "make malloc" built it: named as such.
+	*,rseqkit-malloc)
+		note=$(grep -m 1 "^  rseqkit-malloc  *not measured: .* not built" "$tmp/stdout")
+		if [ -n "$note" ]; then
+			n=$((n + 1))
+			echo "ok $n # SKIP $p: $(echo "$note" | sed 's/^ *//; s/  */ /g')"
 			continue
 		fi ;;
 	esac
@@ -89,6 +99,14 @@ for p in $pairs; do
 		got=$(awk -F, -v p="$p" -v t="$tmax" 'NR > 1 && $1 "," $2 == p && $3 == t' "$csv" 2>/dev/null | wc -l)
 		[ "$got" -eq 1 ]
 		ok $? "$p present at $tmax threads ($got row)" ;;
+	malloc-pc,*)
+		got=$(awk -F, -v p="$p" 'NR > 1 && $1 "," $2 == p { print $3 }' "$csv" 2>/dev/null | sort -n | paste -sd, -)
+		[ "$got" = "2,64" ]
+		ok $? "$p present at threads 2,64 (got ${got:-none})" ;;
+	malloc-*,*)
+		got=$(awk -F, -v p="$p" 'NR > 1 && $1 "," $2 == p { print $3 }' "$csv" 2>/dev/null | sort -n | paste -sd, -)
+		[ "$got" = "1,2,8,64" ]
+		ok $? "$p present at threads 1,2,8,64 (got ${got:-none})" ;;
 	pool-pc,*)
 		want_pc=2
 		[ "$tmax" -gt 2 ] && [ $((tmax % 2)) -eq 0 ] && want_pc=2,$tmax
@@ -169,6 +187,45 @@ grep -q "^pool: rseqkit / each malloc" "$tmp/stdout" &&
 	grep -Eq "^  pool-pc +2 threads +/ malloc .*: target < 1.00x: [0-9.]+x (not )?met$" "$tmp/stdout"
 ok $? "pool / malloc ratios printed (1-thread alloc+free, 2-thread producer/consumer)"
 
+# The malloc family: every workload under the five allocators, in --list.
+want=
+for op in malloc-16 malloc-64 malloc-256 malloc-4k malloc-32k malloc-1m malloc-pc malloc-churn malloc-share; do
+	for a in rseqkit-malloc glibc jemalloc mimalloc tcmalloc; do want="$want $op,$a"; done
+done
+missing=
+for p in $want; do grep -qx "$p" "$tmp/list" || missing="$missing $p"; done
+[ -z "$missing" ]
+ok $? "--list has the malloc family: 9 workloads x 5 allocators${missing:+ (missing:$missing)}"
+
+# Its memory figures: a fresh process per allocator at 64 and 256 threads;
+# peak RSS >= RSS after the frees > 0, a release call named.
+python3 - "$json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))["malloc_memory"]
+assert m["cpus"] >= 1 and m["run_ms"] > 0, m
+rs = m["results"]
+assert sorted(r["threads"] for r in rs if r["impl"] == "glibc") == [64, 256], rs
+for r in rs:
+    assert r["impl"] in ("rseqkit-malloc", "glibc", "jemalloc", "mimalloc", "tcmalloc"), r
+    assert r["peak_kib"] >= r["freed_kib"] > 0 and r["released_kib"] > 0, r
+    assert r["release_call"] != "", r
+assert [r["release_call"] for r in rs if r["impl"] == "glibc"] == ["malloc_trim"] * 2, rs
+EOF
+ok $? "JSON malloc_memory section: glibc and each installed allocator at 64 and 256 threads, peak >= freed > 0"
+
+# The summary: the targets (or why they are n/a), the memory table.
+grep -q "^malloc targets: small-object malloc+free" "$tmp/stdout" &&
+	{ grep -Eq "^  malloc-16 +1 thread +/ [a-z]+ .*: target <= 1.10x: [0-9.]+x (not )?met$" "$tmp/stdout" &&
+		grep -Eq "^  malloc-64 +64 threads / [a-z]+ .*: target < 1.00x: [0-9.]+x (not )?met$" "$tmp/stdout" ||
+		grep -q "^  n/a: rseqkit-malloc not measured (.* not built: make malloc)$" "$tmp/stdout"; }
+ok $? "malloc targets printed (1 thread <= 1.10x, 2+ threads < 1.00x the fastest rival), or n/a with the reason"
+
+awk '/^malloc memory: malloc-churn in a fresh process/ { on = 1; next }
+	on && /^  (64|256) +glibc +[0-9.]+ +[0-9.]+ +[0-9.]+ +malloc_trim +1\.00$/ { g++ }
+	on && /^malloc memory targets:/ { t = 1 }
+	END { exit !(g == 2 && t) }' "$tmp/stdout"
+ok $? "malloc memory table printed (glibc at 64 and 256 threads, x glibc 1.00) with its targets"
+
 grep -q "^pool memory (" "$tmp/stdout" && grep -q "^  rseqkit pool cached: " "$tmp/stdout" &&
 	grep -q "^  per-thread cache design, same capacity: " "$tmp/stdout"
 ok $? "pool memory summary printed"
@@ -202,7 +259,7 @@ ok $? "a bad option exits 2"
 # Each family printed as a whole, in the registry's order, as it finishes
 # (its tables, then its summaries, before the next family starts).
 fams=$(sed -n 's/^== \([a-z]*\): .* ==$/\1/p' "$tmp/stdout" | paste -sd' ' -)
-[ "$fams" = "cpu counter lock stack buffers pool fence workload" ]
+[ "$fams" = "cpu counter lock stack buffers pool fence workload malloc" ]
 ok $? "one section per family, in order (got: $fams)"
 
 # Targets are worded as targets: "target <= 1.10x: 1.04x met" or "not met".
@@ -221,7 +278,7 @@ python3 - "$tmp/out" "$csv" <<'EOF2'
 import csv, os, sys
 import xml.etree.ElementTree as ET
 out = sys.argv[1]
-fams = "cpu counter lock stack buffers pool fence workload".split()
+fams = "cpu counter lock stack buffers pool fence workload malloc".split()
 rows = list(csv.DictReader(open(sys.argv[2])))
 for fam in fams:
     t = ET.parse(os.path.join(out, fam + ".svg"))
@@ -230,8 +287,8 @@ for fam in fams:
     assert text.count(" ns") >= 2, fam
 EOF2
 ok $? "one SVG plot per family, well-formed XML, titled and labelled"
-grep -q "^wrote $tmp/out/results.csv, $tmp/out/results.json and 8 plots: $tmp/out/\*.svg$" "$tmp/stdout"
-ok $? "'wrote' names the CSV, the JSON and the 8 plots"
+grep -q "^wrote $tmp/out/results.csv, $tmp/out/results.json and 9 plots: $tmp/out/\*.svg$" "$tmp/stdout"
+ok $? "'wrote' names the CSV, the JSON and the 9 plots"
 if command -v rsvg-convert >/dev/null 2>&1; then
 	st=0
 	for f in "$tmp"/out/*.svg; do

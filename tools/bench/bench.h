@@ -11,7 +11,7 @@
  *   main.c      options, and the registry of families
  *   xfer.c      what the transfer families (stack, buffers) share
  *   cpu.c counter.c lock.c stack.c buffers.c pool.c fence.c workload.c
- *               the families: their rows, checks and summaries
+ *   malloc.c    the families: their rows, checks and summaries
  *   rival-*.c   the rivals from other projects: ck, jemalloc, mimalloc,
  *               tcmalloc
  *   ungated.c   the families' loops again, with the gate compiled out
@@ -199,6 +199,16 @@ struct family {
 	void (*summary)(const struct row *rows, int nrows);
 	/* Optional: the family's JSON sections (",\n  \"key\": {...}"). */
 	void (*json)(FILE *f, const struct row *rows, int nrows);
+	/* Optional: the family's own thread counts, repetitions and run
+	 * length, used where --threads, --reps, --ms and --quick do not say
+	 * otherwise (the malloc family's 1, 2, 8, 64 threads). */
+	const int *tcounts;
+	int ntcounts;
+	int reps;
+	unsigned ms;
+	/* Optional: the row the "x" column divides by (default
+	 * "thread-local"). */
+	const char *baseline;
 };
 #define FAMILY_IMPLS(t) (t), (sizeof(t) / sizeof((t)[0]))
 
@@ -311,7 +321,12 @@ int counter_check_shared(void *sh, struct thr *t, int n, char *err, size_t len);
 
 /* The families (registry: main.c). */
 extern const struct family fam_cpu, fam_counter, fam_lock, fam_stack, fam_buffers, fam_pool,
-	fam_fence, fam_workload;
+	fam_fence, fam_workload, fam_malloc;
+
+/* malloc.c: glibc's process (LD_PRELOAD emptied) and rseqkit-malloc's;
+ * the memory child (the hidden option --malloc-memory THREADS MS). */
+extern const struct helper helper_glibc, helper_rskmalloc;
+int malloc_memory_child(int threads, unsigned ms);
 
 /* Concurrency Kit's rows (rival-ck.c; header-only parts, so no library
  * to link), where libck-dev is installed.  -DBENCH_NO_CK: as without. */

@@ -61,6 +61,9 @@ static bool library_present(const char *lib)
 	Dl_info info;
 	const char *slash;
 
+	if (lib[0] == '/') /* a path (rseqkit-malloc's, in the build tree) */
+		return access(lib, R_OK) == 0;
+
 	if (dladdr((void *)fopen, &info) && info.dli_fname &&
 	    (slash = strrchr(info.dli_fname, '/'))) {
 		int n = (int)(slash - info.dli_fname);
@@ -196,6 +199,20 @@ int helper_serve(int rfd, int wfd)
 				fclose(out);
 				return 1;
 			}
+	}
+	/* Whatever is preloaded must be the process's malloc. */
+	if (preload && *preload) {
+		const char *want = strrchr(preload, '/') ? strrchr(preload, '/') + 1 : preload;
+		void *m = dlsym(RTLD_DEFAULT, "malloc");
+		Dl_info di;
+		const char *got = m && dladdr(m, &di) && di.dli_fname ? di.dli_fname : "";
+		got = strrchr(got, '/') ? strrchr(got, '/') + 1 : got;
+		if (strcmp(got, want)) {
+			fprintf(out, "error: LD_PRELOAD=%s: malloc is %s's\n", preload,
+				*got ? got : "nobody");
+			fclose(out);
+			return 1;
+		}
 	}
 	fprintf(out, "ready\n");
 	fflush(out);

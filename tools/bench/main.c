@@ -24,7 +24,7 @@
 /* The registry: the families, in the order they run and print. */
 static const struct family *const families[] = {
 	&fam_cpu, &fam_counter, &fam_lock, &fam_stack, &fam_buffers, &fam_pool, &fam_fence,
-	&fam_workload,
+	&fam_workload, &fam_malloc,
 };
 #define NFAMILIES (int)(sizeof(families) / sizeof(families[0]))
 
@@ -237,6 +237,9 @@ int main(int argc, char **argv)
 			fb_rfd = atoi(argv[i + 1]);
 			fb_wfd = atoi(argv[i + 2]);
 			i += 2;
+		} else if (!strcmp(a, "--malloc-memory") && i + 2 < argc) {
+			/* hidden: the malloc family's memory child (malloc.c) */
+			return malloc_memory_child(atoi(argv[i + 1]), (unsigned)atoi(argv[i + 2]));
 		} else if (!strcmp(a, "--list")) {
 			for (size_t k = 0; k < impl_count(); k++) {
 				const struct impl *im = impl_at(k);
@@ -266,6 +269,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	bool reps_given = cfg.reps >= 0;
 	if (cfg.reps < 0)
 		cfg.reps = cfg.quick ? 3 : 7;
 	cfg.ms = ms > 0 ? (unsigned)ms : cfg.quick ? 10 : 150;
@@ -402,7 +406,7 @@ int main(int argc, char **argv)
 	}
 
 	/* Each family in turn; its tables as soon as it is done. */
-	struct row *rows = calloc(impl_count() * (size_t)(ntc + 2), sizeof(*rows));
+	struct row *rows = calloc(impl_count() * (size_t)(MAX_THREAD_COUNTS + 2), sizeof(*rows));
 	int nrows = 0, failures = 0, rc = 0;
 	int first[NFAMILIES], count[NFAMILIES];
 	if (!rows)
@@ -416,11 +420,26 @@ int main(int argc, char **argv)
 			any |= listed(fam->impls[k].op, ops, nops);
 		if (!any)
 			continue;
-		failures += run_family(fam, ops, nops, tcounts, ntc, &cfg, rows, &nrows);
+		/* The family's own counts, repetitions and run length, where
+		 * the command line leaves them to the bench. */
+		struct config fcfg = cfg;
+		const int *ftc = tcounts;
+		int fntc = ntc;
+		if (fam->tcounts && !threads_arg) {
+			ftc = fam->tcounts;
+			fntc = fam->ntcounts;
+		}
+		if (fam->reps && !reps_given && !cfg.quick)
+			fcfg.reps = fam->reps;
+		if (fam->ms && ms <= 0 && !cfg.quick) {
+			fcfg.ms = fam->ms;
+			fcfg.warm_ms = fam->ms / 3 ? fam->ms / 3 : 1;
+		}
+		failures += run_family(fam, ops, nops, ftc, fntc, &fcfg, rows, &nrows);
 		count[f] = nrows - first[f];
 		if (fam->after) {
 			progress("%s: after the rows", fam->name);
-			failures += fam->after(ops, nops, cfg.ms);
+			failures += fam->after(ops, nops, fcfg.ms);
 			progress_clear();
 		}
 		print_family(fam, rows + first[f], count[f]);

@@ -106,6 +106,27 @@ static const char *opnote(const char *op)
 	if (!strcmp(op, "pool-pc"))
 		return "one 64-byte object allocated by a producer, passed through a ring, freed "
 		       "by its consumer (ns/op: all threads' time per object)";
+	if (!strcmp(op, "malloc-16"))
+		return "malloc(16), write, read back, free (same thread)";
+	if (!strcmp(op, "malloc-64"))
+		return "malloc(64), write, read back, free (same thread)";
+	if (!strcmp(op, "malloc-256"))
+		return "malloc(256), write, read back, free (same thread)";
+	if (!strcmp(op, "malloc-4k"))
+		return "malloc(4 KiB), write, read back, free (same thread)";
+	if (!strcmp(op, "malloc-32k"))
+		return "malloc(32 KiB), write, read back, free (same thread)";
+	if (!strcmp(op, "malloc-1m"))
+		return "malloc(1 MiB), write, read back, free (same thread)";
+	if (!strcmp(op, "malloc-pc"))
+		return "one 16-256 B object malloc'd by a producer, passed through a ring, freed by "
+		       "its consumer (ns/op: all threads' time per object)";
+	if (!strcmp(op, "malloc-churn"))
+		return "malloc a random size (16 B-32 KiB) into a random slot (1 in 4 shared), free "
+		       "what it replaces";
+	if (!strcmp(op, "malloc-share"))
+		return "free, malloc(16), 64 writes to it; the first objects all from one thread "
+		       "(false sharing)";
 	if (!strcmp(op, "workload"))
 		return "one event: object from a per-CPU buffer, 4 statistics counters, object "
 		       "back; a reader sums every 1 ms";
@@ -140,8 +161,9 @@ static bool is_alternative(const struct impl *im)
 	       !(im->flags & IMPL_HAND);
 }
 
-/* Ratios within each (op, threads) group. */
-static void ratios(struct row *rows, int nrows)
+/* Ratios within each (op, threads) group: over the baseline row (the
+ * family's, or thread-local) and over the best alternative. */
+static void ratios(struct row *rows, int nrows, const char *baseline)
 {
 	for (int i = 0; i < nrows; i++) {
 		struct row *r = &rows[i];
@@ -152,7 +174,7 @@ static void ratios(struct row *rows, int nrows)
 			struct row *o = &rows[j];
 			if (o->failed || o->threads != r->threads || strcmp(o->im->op, r->im->op))
 				continue;
-			if (strcmp(o->im->name, "thread-local") == 0)
+			if (strcmp(o->im->name, baseline) == 0)
 				tl = o->ns_per_op;
 			else if (is_alternative(o->im) && (alt == 0 || o->ns_per_op < alt))
 				alt = o->ns_per_op;
@@ -165,9 +187,12 @@ static void ratios(struct row *rows, int nrows)
 static void print_table(const struct family *fam, const char *op, const struct row *rows,
 			int nrows)
 {
+	char xcol[32] = "x tl";
+	if (fam->baseline)
+		snprintf(xcol, sizeof(xcol), "x %s", fam->baseline);
 	printf("\n%s: %s\n", op, opnote(op));
 	printf("  %-7s %-8s %-16s %9s %8s %10s %8s %8s\n", "threads", "cpus", "impl", "ns/op",
-	       "spread%", "Mops/s", "x tl", "x best");
+	       "spread%", "Mops/s", xcol, "x best");
 	int last = -1;
 	for (int i = 0; i < nrows; i++) {
 		const struct row *r = &rows[i];
@@ -196,8 +221,11 @@ static void print_table(const struct family *fam, const char *op, const struct r
 		const char *lib;
 		if (strcmp(im->op, op) || !im->helper || !(lib = helper_missing(im->helper)))
 			continue;
-		printf("  %-16s not measured: %s not found (apt-get install %s)\n", im->name, lib,
-		       im->helper->package);
+		if (im->helper->package)
+			printf("  %-16s not measured: %s not found (apt-get install %s)\n", im->name,
+			       lib, im->helper->package);
+		else
+			printf("  %-16s not measured: %s not built (make malloc)\n", im->name, lib);
 	}
 	for (int i = 0; i < nrows; i++)
 		if (!strcmp(rows[i].im->op, op) && (rows[i].im->flags & IMPL_HAND)) {
@@ -431,7 +459,7 @@ void print_family(const struct family *fam, struct row *rows, int nrows)
 	const char *ops[32];
 	int nops = family_ops(fam, rows, nrows, ops, 32);
 
-	ratios(rows, nrows);
+	ratios(rows, nrows, fam->baseline ? fam->baseline : "thread-local");
 	printf("\n== %s: %s ==\n", fam->name, fam->title);
 	for (int o = 0; o < nops; o++)
 		print_table(fam, ops[o], rows, nrows);
@@ -509,7 +537,9 @@ int write_json(const char *path, const struct row *rows, int nrows, const struct
 			   "\"mops\": %.3f, \"spread_pct\": %.2f, \"pinned\": %s, \"reps\": %d",
 			sep, r->fam->name, r->im->op, r->im->name, r->threads, r->ns_per_op, r->ns_min,
 			r->ns_max, r->mops, r->spread_pct, r->pinned ? "true" : "false", r->nsamples);
-		if (r->x_tl > 0)
+		if (r->x_tl > 0 && r->fam->baseline)
+			fprintf(f, ", \"x_%s\": %.3f", r->fam->baseline, r->x_tl);
+		else if (r->x_tl > 0)
 			fprintf(f, ", \"x_thread_local\": %.3f", r->x_tl);
 		if (r->x_alt > 0)
 			fprintf(f, ", \"x_best_alternative\": %.3f", r->x_alt);
