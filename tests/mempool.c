@@ -209,40 +209,43 @@ static void bad_input(void)
  * exchange once accepted it, and exchange wrote those bytes). */
 static void word_bounds(void)
 {
-	struct rsk_mempool *p = make(12, 4, RSK_INDEX_CPU, 0);
+	/* Objects of a word and a half (12 bytes, or 6 in 32 bits), aligned
+	 * to half a word: the word at obj + W runs half a word past the end. */
+	enum { W = sizeof(intptr_t), S = W + W / 2 };
+	struct rsk_mempool *p = make(S, W / 2, RSK_INDEX_CPU, 0);
 	unsigned char *o[4] = { NULL }, *obj = NULL, *next = NULL, copy_before[16], copy_after[16];
 	intptr_t v, old = 0, *past, *inside;
 	int ra, rb, rc, rd, idx = 0, changed = 0;
 
 	if (p == NULL) {
-		tap_ok(0, "word bounds: create a pool of 12-byte objects aligned to 4");
+		tap_ok(0, "word bounds: create a pool of %d-byte objects aligned to %d", (int)S, (int)W / 2);
 		return;
 	}
 	for (int i = 0; i < 4; i++)
 		o[i] = rsk_mempool_zalloc(p);
-	/* An object whose + 8 is word-aligned, and the object after it. */
+	/* An object whose + W is word-aligned, and the object after it. */
 	for (int i = 0; i < 4; i++)
 		for (int j = 0; j < 4; j++)
-			if (o[i] && o[j] && (uintptr_t)o[i] % 8 == 0 && o[j] == o[i] + 12)
+			if (o[i] && o[j] && (uintptr_t)o[i] % W == 0 && o[j] == o[i] + S)
 				obj = o[i], next = o[j];
 	if (obj == NULL) {
-		tap_ok(0, "word bounds: two adjacent objects, the first 8-aligned");
+		tap_ok(0, "word bounds: two adjacent objects, the first word-aligned");
 		rsk_mempool_destroy(p);
 		return;
 	}
-	past = (intptr_t *)(void *)(obj + 8);
+	past = (intptr_t *)(void *)(obj + W);
 	inside = (intptr_t *)(void *)obj;
-	memset(rsk_percpu_ptr(next, idx), 0x3c, 12);
-	memcpy(copy_before, rsk_percpu_ptr(next, idx), 12);
+	memset(rsk_percpu_ptr(next, idx), 0x3c, S);
+	memcpy(copy_before, rsk_percpu_ptr(next, idx), S);
 	ra = rsk_pcounter_read(p, past, idx, &v);
 	rb = rsk_pcounter_sum(p, past, &v);
 	rc = rsk_pcounter_exchange(p, past, idx, (intptr_t)0x7777777777777777ll, &old);
-	memcpy(copy_after, rsk_percpu_ptr(next, idx), 12);
-	changed = memcmp(copy_before, copy_after, 12) != 0;
+	memcpy(copy_after, rsk_percpu_ptr(next, idx), S);
+	changed = memcmp(copy_before, copy_after, S) != 0;
 	tap_ok(ra == -EINVAL && rb == -EINVAL && rc == -EINVAL && !changed,
-	       "word bounds: a word at obj + 8 of a 12-byte object -> read %d, sum %d, exchange %d "
+	       "word bounds: a word at obj + %d of a %d-byte object -> read %d, sum %d, exchange %d "
 	       "(-EINVAL); the next object %s",
-	       ra, rb, rc, changed ? "CHANGED" : "untouched");
+	       (int)W, (int)S, ra, rb, rc, changed ? "CHANGED" : "untouched");
 	rd = rsk_pcounter_exchange(p, inside, idx, 5, &old);
 	ra = rsk_pcounter_read(p, inside, idx, &v) == 0 && v == 5;
 	rb = rsk_pcounter_sum(p, inside, &v) == 0 && v == 5;
