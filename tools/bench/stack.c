@@ -9,6 +9,11 @@
  */
 #include "xfer.h"
 #include "../yardstick.h"
+#ifdef BENCH_HAVE_CK
+/* Only for CK_F_STACK_POP_MPMC: where ck has no multi-consumer pop (no
+ * double-word compare-and-swap, i386), there is no ck row. */
+#include <ck_stack.h>
+#endif
 
 static inline int rstack_push(struct rsk_stack *rs, struct snode *nodes, intptr_t id,
 			      struct thr *t)
@@ -75,7 +80,7 @@ static int rstack_check(void *sh, struct thr *t, int n, char *err, size_t len)
 static const struct impl stack_impls[] = {
 	RSK_ROWS("stack", "rseqkit", rstack_setup, xfer_rstack, rstack_check, xfer_teardown),
 	ROW("stack", "mutex", xfer_setup1, NULL, xfer_mutex_ptr, NULL, mx_check, xfer_teardown),
-#ifdef BENCH_HAVE_CK
+#if defined(BENCH_HAVE_CK) && defined(CK_F_STACK_POP_MPMC)
 	ROW("stack", "ck", ck_stack_setup, NULL, ck_stack_fn, NULL, ck_stack_check, ck_stack_teardown),
 #endif
 	YS_ROWS("stack", rstack_setup_cid, xfer_rstack, rstack_check, xfer_teardown, ys_stack,
