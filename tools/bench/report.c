@@ -11,6 +11,16 @@
 #include "bench.h"
 #include "../yardstick.h"
 
+/* A 32-bit build on a 64-bit kernel (gcc -m32 on x86-64): the rivals'
+ * libraries that the system's packages install are 64-bit, and the
+ * package named would not bring a 32-bit one. */
+static bool build_is_foreign(void)
+{
+	struct utsname u;
+
+	return sizeof(void *) == 4 && uname(&u) == 0 && strstr(u.machine, "64") != NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* Machine facts                                                       */
 
@@ -221,7 +231,11 @@ static void print_table(const struct family *fam, const char *op, const struct r
 		const char *lib;
 		if (strcmp(im->op, op) || !im->helper || !(lib = helper_missing(im->helper)))
 			continue;
-		if (im->helper->package)
+		if (im->helper->package && build_is_foreign())
+			printf("  %-16s not measured: %s not found: a 32-bit build on a 64-bit "
+			       "system, where %s installs the system's own\n",
+			       im->name, lib, im->helper->package);
+		else if (im->helper->package)
 			printf("  %-16s not measured: %s not found (apt-get install %s)\n", im->name,
 			       lib, im->helper->package);
 		else
