@@ -130,9 +130,30 @@ fi
 # rseqkit-malloc gets malloc from it; the static archive's rsk_malloc works
 # beside the C library's malloc.
 mso=$prefix/lib/librseqkit-malloc.so
-out=$(LD_PRELOAD=$mso RSEQKIT_MALLOC_STATS=1 ls "$prefix/lib" 2>&1)
+# An unmodified program of the library's own ELF class (the system's ls
+# is 64-bit, and a gcc -m32 build's library cannot be preloaded into it):
+# a directory listing, built here with $CC and nothing of rseqkit.
+cat >"$tmp/lsdir.c" <<'EOF'
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv)
+{
+	struct dirent **names;
+	int n = scandir(argc > 1 ? argv[1] : ".", &names, NULL, alphasort);
+
+	for (int i = 0; i < n; i++) {
+		puts(names[i]->d_name);
+		free(names[i]);
+	}
+	free(names);
+	return n < 0;
+}
+EOF
+out=$($CC $CFLAGS -o "$tmp/lsdir" "$tmp/lsdir.c" 2>&1 &&
+	LD_PRELOAD=$mso RSEQKIT_MALLOC_STATS=1 "$tmp/lsdir" "$prefix/lib" 2>&1)
 echo "$out" | grep -q 'librseqkit-malloc.a' && echo "$out" | grep -q '^rseqkit-malloc: index'
-ok $? "LD_PRELOAD of the installed librseqkit-malloc.so runs ls (and prints its statistics)"
+ok $? "LD_PRELOAD of the installed librseqkit-malloc.so runs a directory listing (and prints its statistics)"
 cat >"$tmp/mc.c" <<'EOF'
 #include <malloc.h>
 #include <stdio.h>
