@@ -478,8 +478,12 @@ else
 			run_tsan "$tmp/tsan-plain"
 			[ "$tsan_reports" -gt 0 ] && break
 		done
-		[ "$tsan_status" -eq 66 ] && [ "$tsan_reports" -gt 0 ] && grep -q 'rsk_pool_' "$tmp/tsan.out"
-		ok $? "negative control: with the plain library TSan reports races inside rseqkit (run $try: exit $tsan_status, $tsan_reports reports)"
+		# Where the report lands varies: inside rseqkit (rsk_pool_drain),
+		# or in the program's own use of an object whose hand-over through
+		# the uninstrumented library TSan did not see.  Either is a report
+		# the variant does not give for the same program.
+		[ "$tsan_status" -eq 66 ] && [ "$tsan_reports" -gt 0 ]
+		ok $? "negative control: with the plain library TSan reports races (run $try: exit $tsan_status, $tsan_reports reports)"
 		grep -m 1 -A 6 '^WARNING: ThreadSanitizer' "$tmp/tsan.out" | diag
 	fi
 fi
