@@ -950,7 +950,7 @@ static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, int ret
 	struct pool_impl *pi = impl(p);
 	unsigned aborts = 0;
 	intptr_t fast, obj;
-	int idx, err, held;
+	int idx, err;
 
 	if (!pool_alive(p)) {
 		errno = EINVAL; /* used after rsk_pool_destroy() */
@@ -979,7 +979,8 @@ static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, int ret
 		 * mine) takes nothing it would wait for: one object from the
 		 * depot if it is free at once, and no batch (which might have
 		 * to go back to a depot that then is not). */
-		held = rsk_holding_();
+		int held = rsk_holding_();
+
 		if (!held || !rsk_lock_mine_(&pi->lock)) {
 			/* The cache was empty (or its gate failed: the depot only). */
 			obj = refill(pi, idx, err == 0 && !held, &err);

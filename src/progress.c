@@ -842,12 +842,11 @@ static __attribute__((noinline)) int gate_take_wait(struct gate_self *g, intptr_
 {
 	struct gate_slot *s = g->slot;
 	intptr_t me = g->tid, seen;
-	int n, err;
+	int err;
 
 	for (;;) {
-		int ctl;
+		int ctl, n = slot_enter(s);
 
-		n = slot_enter(s);
 		slot_track(s, n, word); /* before the take: see holds_word() */
 		ctl = __atomic_load_n(&gate_ctl, __ATOMIC_RELAXED);
 		if (UNLIKELY(ctl != CTL_READY) && ctl_slow(s, n, ctl))
