@@ -1137,66 +1137,20 @@ API int rsk_malloc_stats(struct rsk_malloc_stats *st, int fd)
 
 #ifdef RSK_MALLOC_LIBC_NAMES
 /* librseqkit-malloc.so: the C library's names (its version script exports
- * them), each the same inline code as its rsk_ twin: no extra call. */
-API void *malloc(size_t n)
-{
-	return do_malloc(n);
-}
-
-API void free(void *p)
-{
-	do_free(p);
-}
-
-API void *calloc(size_t nmemb, size_t size)
-{
-	return do_calloc(nmemb, size);
-}
-
-API void *realloc(void *p, size_t n)
-{
-	return do_realloc(p, n);
-}
-
-API void *reallocarray(void *p, size_t nmemb, size_t size)
-{
-	return rsk_reallocarray(p, nmemb, size);
-}
-
-API int posix_memalign(void **memptr, size_t align, size_t n)
-{
-	return do_posix_memalign(memptr, align, n);
-}
-
-API void *aligned_alloc(size_t align, size_t n)
-{
-	return do_memalign(align, n);
-}
-
-API void *memalign(size_t align, size_t n)
-{
-	return do_memalign(align, n);
-}
-
-API void *valloc(size_t n)
-{
-	return do_memalign(sys_page(), n);
-}
-
-API void *pvalloc(size_t n)
-{
-	return do_pvalloc(n);
-}
-
-API size_t malloc_usable_size(void *p)
-{
-	return p == NULL ? 0 : usable(p);
-}
-
-API int malloc_trim(size_t pad)
-{
-	return rsk_malloc_trim(pad);
-}
+ * them), each an alias of its rsk_ twin: the same code, no extra call. */
+#define LIBC_NAME(name, type, params) API type name params __attribute__((alias("rsk_" #name)))
+LIBC_NAME(malloc, void *, (size_t n));
+LIBC_NAME(free, void, (void *p));
+LIBC_NAME(calloc, void *, (size_t nmemb, size_t size));
+LIBC_NAME(realloc, void *, (void *p, size_t n));
+LIBC_NAME(reallocarray, void *, (void *p, size_t nmemb, size_t size));
+LIBC_NAME(posix_memalign, int, (void **memptr, size_t align, size_t n));
+LIBC_NAME(aligned_alloc, void *, (size_t align, size_t n));
+LIBC_NAME(memalign, void *, (size_t align, size_t n));
+LIBC_NAME(valloc, void *, (size_t n));
+LIBC_NAME(pvalloc, void *, (size_t n));
+LIBC_NAME(malloc_usable_size, size_t, (void *p));
+LIBC_NAME(malloc_trim, int, (size_t pad));
 
 API struct mallinfo2 mallinfo2(void)
 {
