@@ -30,7 +30,21 @@ VERSION  := $(shell awk 'NF == 3 && $$2 ~ /^RSEQKIT_VERSION_(MAJOR|MINOR|PATCH)$
 		{ v = v (v == "" ? "" : ".") $$3 } END { print v }' include/rseqkit/version.h)
 SOVER    := 0
 
-LIB_SRC  := $(wildcard src/*.c)
+# The library's sources, one folder a layer (src/malloc/ is the allocator,
+# built apart below): runtime/ (registration, topology, time slices),
+# progress/ (gates, fences, statistics), percpu/ (the framework and the
+# structures), alloc/ (the object pool and the per-CPU memory pools).
+LIB_DIRS := runtime progress percpu alloc
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c))
+# The library's own objects find src/internal.h from their folders; each
+# object also writes its dependencies (.d, included at the end) so that a
+# header edit rebuilds what uses it.
+LIB_CPPFLAGS := -Isrc -MMD -MP
+# ar keeps one member per file name: two sources of one name in different
+# folders would leave one of them out of the archives.
+ifneq ($(words $(notdir $(LIB_SRC))),$(words $(sort $(notdir $(LIB_SRC)))))
+$(error two library sources share a file name: $(sort $(notdir $(LIB_SRC))))
+endif
 LIB_HDR  := $(wildcard include/rseqkit/*.h include/rseqkit/arch/*.h include/rseqkit/arch/*/*.h) \
 	    src/internal.h
 TOOLS    := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/rseqkit-*.c)) \
@@ -62,15 +76,15 @@ tests: $(TESTS)
 
 $(BUILD)/obj/pic/%.o: src/%.c $(LIB_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+	$(CC) $(BASEFLAGS) $(LIB_CPPFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 
 $(BUILD)/obj/inject/%.o: src/%.c $(LIB_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT -c $< -o $@
+	$(CC) $(BASEFLAGS) $(LIB_CPPFLAGS) -DRSEQKIT_INJECT -c $< -o $@
 
 $(BUILD)/obj/noarm/%.o: src/%.c $(LIB_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL -c $< -o $@
+	$(CC) $(BASEFLAGS) $(LIB_CPPFLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL -c $< -o $@
 
 $(STATIC): $(PIC_OBJ)
 	@mkdir -p $(@D)
@@ -108,17 +122,17 @@ malloc: $(MALLOC_SO) $(MALLOC_A)
 
 $(BUILD)/obj/malloc-so/%.o: src/malloc/%.c $(LIB_HDR) $(MALLOC_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) $(MALLOC_FLAGS) -DRSK_MALLOC_LIBC_NAMES -c $< -o $@
+	$(CC) $(BASEFLAGS) $(LIB_CPPFLAGS) $(MALLOC_FLAGS) -DRSK_MALLOC_LIBC_NAMES -c $< -o $@
 $(BUILD)/obj/malloc-a/%.o: src/malloc/%.c $(LIB_HDR) $(MALLOC_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) $(MALLOC_FLAGS) -c $< -o $@
+	$(CC) $(BASEFLAGS) $(LIB_CPPFLAGS) $(MALLOC_FLAGS) -c $< -o $@
 $(BUILD)/obj/malloc-noarm/%.o: src/malloc/%.c $(LIB_HDR) $(MALLOC_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) $(MALLOC_FLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL \
+	$(CC) $(BASEFLAGS) $(LIB_CPPFLAGS) $(MALLOC_FLAGS) -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL \
 		-DRSK_MALLOC_LIBC_NAMES -c $< -o $@
 $(BUILD)/obj/noarm-pic/%.o: src/%.c $(LIB_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -fPIC -fvisibility=hidden -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL -c $< -o $@
+	$(CC) $(BASEFLAGS) $(LIB_CPPFLAGS) -fPIC -fvisibility=hidden -DRSEQKIT_INJECT -DRSEQKIT_NEGATIVE_CONTROL -c $< -o $@
 
 $(MALLOC_SO_V): $(MALLOC_SO_OBJ) $(PIC_OBJ) src/malloc/librseqkit-malloc.map
 	@mkdir -p $(@D)
@@ -168,7 +182,7 @@ TSAN_PROBE   = printf 'int main(void) { return 0; }\n' | \
 lib-tsan: $(TSAN_STATIC) $(TSAN_SHARED)
 $(BUILD)/obj/tsan/%.o: src/%.c $(LIB_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) $(TSAN_VFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+	$(CC) $(BASEFLAGS) $(LIB_CPPFLAGS) $(TSAN_VFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 $(TSAN_STATIC): $(TSAN_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
@@ -581,7 +595,7 @@ check-tsan:
 		else echo "check-tsan: negative control FAILED: examples/$$e without the annotations exited $$rc in 5 runs, no race reported"; st=1; fi; \
 	done; exit $$st
 
-# cppcheck and clang-tidy over the library (src/*.c and, through them, every
+# cppcheck and clang-tidy over the library (src/*/*.c and, through them, every
 # header of include/rseqkit/ for x86-64 and i386), with the checked-in
 # configurations .cppcheck-suppressions and .clang-tidy: zero findings.
 CPPCHECK  ?= cppcheck
@@ -592,10 +606,10 @@ check-analyze:
 		$(CPPCHECK) --std=c11 --enable=warning,style,performance,portability,information \
 			--inline-suppr --suppressions-list=.cppcheck-suppressions --error-exitcode=1 -q \
 			--template='{file}:{line}: {severity} {id}: {message}' \
-			-D__GNUC__=12 -D__linux__ -D$$arch -D_GNU_SOURCE -DRSEQKIT_ANALYZER -Iinclude src/ || exit 1; \
+			-D__GNUC__=12 -D__linux__ -D$$arch -D_GNU_SOURCE -DRSEQKIT_ANALYZER -Iinclude -Isrc src/ || exit 1; \
 	done
-	$(CLANG_TIDY) --quiet $(LIB_SRC) -- -std=gnu11 -D_GNU_SOURCE -Iinclude -pthread
-	$(CLANG_TIDY) --quiet $(LIB_SRC) -- -std=gnu11 -D_GNU_SOURCE -Iinclude -pthread -DRSEQKIT_INJECT
+	$(CLANG_TIDY) --quiet $(LIB_SRC) -- -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -pthread
+	$(CLANG_TIDY) --quiet $(LIB_SRC) -- -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -pthread -DRSEQKIT_INJECT
 
 # The library, tools and tests at -O0, -O1, -O3 and with link-time
 # optimisation, each running primitives.t and structures.t (gcc 12 at -O1
@@ -689,3 +703,7 @@ check-qemu-user:
 print-config:
 	@printf '%s\n' 'VERSION=$(VERSION)' 'WARN=$(WARN)' 'PREFIX=$(PREFIX)' 'LIBDIR=$(LIBDIR)' \
 		'BINDIR=$(BINDIR)' 'INCLUDEDIR=$(INCLUDEDIR)' 'MANDIR=$(MANDIR)' 'DATADIR=$(DATADIR)'
+
+# The dependencies the compiler wrote for each library object (-MMD -MP):
+# a header edit rebuilds the objects that include it.
+-include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)

@@ -9,7 +9,7 @@
  * never closed in its parts, but is nonzero in the guards).  Likewise the
  * mempool counter's x86-64 stride section (rsk_pcounter_add, gcc builds:
  * RSK_PCOUNTER_STRIDE_SECTION_), whose -1 and -2 land on the guard strides
- * below the pool's gates (src/mempool.c, "Guard strides").
+ * below the pool's gates (src/alloc/percpu_memory.c, "Guard strides").
  *
  * In every registration mode (harness.h): the guards' gate words are not
  * zero; a new thread's first operations are exact (and, where rseqkit
@@ -20,7 +20,7 @@
  * guards: exact sums, an intact head.
  *
  * Shown to fail when broken: with the guard before the structure zeroed
- * (src/percpu.c), the -2 cases lose every add and push to part[-2]; with
+ * (src/percpu/percpu.c), the -2 cases lose every add and push to part[-2]; with
  * the index read zero-extended, the -1 cases fault.  For the pool the
  * test shows it itself (the negative control, where the stride section
  * is in use): with the guard strides' gate words zeroed, the same adds of

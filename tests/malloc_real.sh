@@ -12,7 +12,7 @@
 #   perl     tests/malloc/hash_strings.pl: hashes and strings;
 #   sqlite3  a generated insert/index/select script;
 #   sort     a generated file of about 30 MB, two threads;
-#   gcc      compiling src/progress.c with -O2 -g: the objects must be
+#   gcc      compiling src/progress/gate.c with -O2 -g: the objects must be
 #            byte-identical (cc1 and as are children: they inherit the
 #            preload);
 #   db_bench fillseq + readrandom (every key found) and fillrandom +
@@ -149,9 +149,9 @@ awk 'BEGIN { srand(2); for (i = 0; i < 1300000; i++)
 check sort "sort ($(($(wc -c <"$tmp/sort.in") / 1048576)) MiB, 2 threads)" \
 	env LC_ALL=C sort --parallel=2 -S 16M -T "$tmp" -k2,2n -k1,1 "$tmp/sort.in"
 
-if command -v gcc >/dev/null 2>&1 && [ -r src/progress.c ]; then
+if command -v gcc >/dev/null 2>&1 && [ -r src/progress/gate.c ]; then
 	for mode in glibc rsk norseq; do
-		run gcc-$mode $mode gcc -std=gnu11 -D_GNU_SOURCE -Iinclude -O2 -g -c src/progress.c \
+		run gcc-$mode $mode gcc -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -O2 -g -c src/progress/gate.c \
 			-o "$tmp/progress-$mode.o"
 		echo $? >"$tmp/gcc-$mode.rc"
 	done
@@ -161,7 +161,7 @@ if command -v gcc >/dev/null 2>&1 && [ -r src/progress.c ]; then
 			cmp -s "$tmp/progress-glibc.o" "$tmp/progress-$mode.o" && st=0
 		label="rseq"
 		[ $mode = norseq ] && label="RSEQKIT_DISABLE=1"
-		ok $st "gcc -O2 -g -c src/progress.c under rseqkit-malloc ($label): the same object as under glibc"
+		ok $st "gcc -O2 -g -c src/progress/gate.c under rseqkit-malloc ($label): the same object as under glibc"
 		[ $st -eq 0 ] || tail -n 5 "$tmp/gcc-$mode.$mode.err" | sed 's/^/# stderr: /'
 	done
 else

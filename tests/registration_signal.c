@@ -19,7 +19,7 @@
 #include "harness.h"
 
 #define MAX_CPUS 1024
-#define STEPS 5 /* rsk_inject_activation() steps 1..5, see src/runtime.c */
+#define STEPS 5 /* rsk_inject_activation() steps 1..5, see src/runtime/runtime.c */
 
 static int cpus[MAX_CPUS], ncpus;
 static const struct test_mode *mode;

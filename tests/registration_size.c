@@ -12,7 +12,7 @@
  */
 #include "harness.h"
 
-#define OWN_AREA_SPACE 64 /* src/runtime.c: what follows the head */
+#define OWN_AREA_SPACE 64 /* src/runtime/runtime.c: what follows the head */
 
 struct size_case {
 	const char *feature, *align;

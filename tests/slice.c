@@ -293,7 +293,7 @@ static void available_checks(void)
 		tap_ok(0, "rsk_gate_close");
 	}
 	/* The structures' own gate work ends the region too: a drain closes
-	 * and opens every cache's gate in the pool's code (src/pool.c), whose
+	 * and opens every cache's gate in the pool's code (src/alloc/object_pool.c), whose
 	 * open once skipped the region's end (df2ccb0). */
 	struct rsk_pool_config cfg = {.size = 64, .cache_capacity = 8, .mode = RSK_INDEX_CPU};
 	struct rsk_pool *p;

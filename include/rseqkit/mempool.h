@@ -253,7 +253,7 @@ int rsk_mempool_for_each(struct rsk_mempool *p, const void *ptr,
  * that have memory of their own (written, or swapped out); pages that map
  * the shared zero page (read, never written) are not counted.  On x86-64
  * the pool also holds two guard strides below its first range (for
- * rsk_pcounter_add's section, src/mempool.c): two pages of them are
+ * rsk_pcounter_add's section, src/alloc/percpu_memory.c): two pages of them are
  * written at creation, and neither those 2 pages nor the guards' 128 KiB
  * of address space are counted (in committed_bytes, reserved_bytes or
  * max_bytes).  Returns 0, -EINVAL (p or st NULL).
@@ -280,7 +280,7 @@ static inline intptr_t *rsk_mempool_gate(const struct rsk_mempool *p, int idx)
  * every path that calls it as rare, lays those calls out of the caller's
  * loop and keeps the loop's values in registers for the fast path (gcc 12,
  * `make insn-count`: 2 instructions fewer per 4 adds; clang: no change).
- * src/mempool.c defines it without the attribute (RSK_PCOUNTER_SLOW_ATTR_
+ * src/alloc/percpu_memory.c defines it without the attribute (RSK_PCOUNTER_SLOW_ATTR_
  * empty), which would also optimise the function itself for size: it is
  * every add of a thread without rseq. */
 #ifndef RSK_PCOUNTER_SLOW_ATTR_
@@ -322,7 +322,7 @@ rsk_pcounter_try_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, enum rsk_ind
 /* The section reads the index itself (no bound check, no sign test, no
  * mode branch): the arch's stride operation.  An unregistered thread's
  * index (-1, -2) selects a guard stride below the pool's gates, whose gate
- * word is never 0 (src/mempool.c, "Guard strides"), so the section leaves
+ * word is never 0 (src/alloc/percpu_memory.c, "Guard strides"), so the section leaves
  * through `stopped` and the slow path sees the thread has no index.
  * Against the generic form below (mempool-bench, 1 pinned thread): gcc 12
  * 1.24x rsk_counter_add -> 0.98x, clang 14 1.75x -> 1.18x (clang once

@@ -99,7 +99,7 @@ enum rsk_result {
  * paths use (RSK_PERCPU_OP_, <rseqkit/percpu.h>) and the slow paths close
  * and open with atomics TSan sees, so the section joins their order.
  * (Keyed on its first operand alone, a pool's refill or flush of its own
- * cache - src/pool.c, cache_move_here - was ordered with none of the
+ * cache - src/alloc/object_pool.c, cache_move_here - was ordered with none of the
  * pushes and pops of that cache.) */
 #define RSK_OPS_GATED_AT_(op, mode, idx, gate, ...)                            \
 	do {                                                                   \

@@ -58,7 +58,7 @@
  * compare at all: the index is read as a signed 32-bit value and scaled.
  * A registered thread's cpu_id and mm_cid are below the kernel's
  * nr_cpu_ids, which the possible-CPU count the parts are sized by is not
- * below (src/topology.c); the only other values an area holds, -1 (not
+ * below (src/runtime/topology.c); the only other values an area holds, -1 (not
  * registered) and -2 (glibc's "registration failed"), select part[-1] and
  * part[-2], and their gate words are never 0: part[-1] is the structure's
  * head (its gate word is index_offset_, 4 or 24, and fast_nr_), part[-2]
@@ -67,7 +67,7 @@
  * treats it as RSK_TRY_NO_INDEX.  The area offset is still tested (0: no
  * rseq in the process), outside the section.  The mempool's counter
  * section (RSK_ARCH_HAS_STRIDE_OPS) relies on the same two values, with
- * two guard strides below the pool's gates (src/mempool.c).
+ * two guard strides below the pool's gates (src/alloc/percpu_memory.c).
  *
  * Return values: negative errno on error, otherwise (for operations on the
  * current CPU's part) the index of the part that was used:
@@ -365,7 +365,7 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		}                                                              \
 		RSK_TSAN_ACQUIRE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
 	} while (0)
-/* The add has no gate (the counter's parts need none: src/counter.c;
+/* The add has no gate (the counter's parts need none: src/percpu/counter.c;
  * on x86-64 the section loads its never-closed gate word for the guard
  * parts); the `if (0)` keeps the caller's `stopped` label used. */
 #define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                             \

@@ -87,7 +87,7 @@
  * for the reasons the part operations give: the copies cover every
  * possible CPU, and -1 and -2 (not registered) select the two guard
  * strides below the gate's copy 0, whose gate words are never 0
- * (src/mempool.c, "Guard strides").  The gate must be such a guarded
+ * (src/alloc/percpu_memory.c, "Guard strides").  The gate must be such a guarded
  * array: the pool's.  On commit, pos holds index << SHIFT.
  * RSK_ARCH_HAS_STRIDE_OPS also turns on the pointer buffer's stride part
  * operations below.
