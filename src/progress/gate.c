@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The progress protocol's runtime: fences, gates, statistics.
- * See <rseqkit/progress.h> for the protocol and why it is safe.
+ * The progress protocol's gates: the gate word, holder slots, waiting,
+ * fork() handling and each thread's statistics (fence.c has the fences,
+ * stats.c the process totals, msg.h the messages).  See
+ * <rseqkit/progress.h> for the protocol and why it is safe.
  *
  * Gates.  A closed gate holds its holder's kernel thread id (cached in
  * TLS), so a thread that closes a gate it already holds - a signal handler
@@ -64,96 +66,13 @@
 #endif
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include "internal.h"
-#include <rseqkit/progress.h>
+#include "progress_internal.h"
 
-#if defined(__has_include)
-#if __has_include(<sys/sdt.h>)
-#include <sys/sdt.h>
-#define RSK_PROBE1(name, a)    STAP_PROBE1(rseqkit, name, a)
-#define RSK_PROBE2(name, a, b) STAP_PROBE2(rseqkit, name, a, b)
-#endif
-#endif
-#ifndef RSK_PROBE1
-#define RSK_PROBE1(name, a)    ((void)(a))
-#define RSK_PROBE2(name, a, b) ((void)(a), (void)(b))
-#endif
-
-#define LIKELY(x)   __builtin_expect(!!(x), 1)
-#define UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-/* The calling thread's state: one TLS block, so that a function given
- * its address (internal.h: rsk_gate_self_()) reaches all of it without a
- * look-up of its own - in position-independent code each look-up is a
- * call, which makes its caller save registers. */
-struct gate_slot;
-struct gate_self {
-	int32_t tid;		/* kernel thread id, 0 until first use */
-	struct gate_slot *slot; /* this thread's holder slot */
-	int32_t slice_gates;	/* gates closed in this thread's slice region */
-	rsk_slice_t slice;	/* that region's token (<rseqkit/slice.h>) */
-	struct rsk_stats stats; /* rsk_stats_thread() */
-};
 static __thread struct gate_self gself;
 
-/*
- * Process totals.  Each thread counts its events in its own holder slot
- * (below: one 128-byte slot per thread, kept when the thread exits and
- * reused by a later one, so nothing is lost), with plain stores: the
- * slow path of a process without rseq counts every operation, and an
- * atomic add per event cost as much as the operation.  rsk_stats_process()
- * sums the slots.  A thread without a slot of its own (none could be
- * mapped) counts with atomic adds in one 128-byte slot per CPU, mapped at
- * init (rsk_stats_init()), never later: an event may be counted inside a
- * signal handler that interrupted malloc.  Until then (or if mapping
- * failed) those land in the spare slot.
- */
-enum { ST_ABORTS, ST_SLOW_PATHS, ST_FENCES, ST_GATE_WAITS, ST_N };
-struct stat_slot {
-	uint64_t v[ST_N];
-} __attribute__((aligned(128)));
-static struct stat_slot *stat_slots, spare_slot;
-static int stat_nslots;
-
-void rsk_stats_init(int ncpus)
-{
-	size_t size = sizeof(struct stat_slot) * (size_t)ncpus;
-	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (m == MAP_FAILED)
-		return;
-	__atomic_store_n(&stat_nslots, ncpus, __ATOMIC_RELAXED);
-	__atomic_store_n(&stat_slots, (struct stat_slot *)m, __ATOMIC_RELEASE);
-}
-
-static struct stat_slot *stat_slot_for(int cpu)
-{
-	struct stat_slot *s = __atomic_load_n(&stat_slots, __ATOMIC_ACQUIRE);
-
-	if (s == NULL || (unsigned)cpu >= (unsigned)__atomic_load_n(&stat_nslots, __ATOMIC_RELAXED))
-		return &spare_slot;
-	return &s[cpu];
-}
-
-/* The calling thread's own counts (NULL: it has no slot of its own), and
- * the sum of every thread's (the holder slots, defined below). */
+/* The calling thread's own counts (NULL: it has no slot of its own),
+ * with the holder slots below. */
 static uint64_t *own_counts(void);
-static uint64_t slot_counts_total(int which);
-
-static uint64_t stat_total(int which)
-{
-	struct stat_slot *s = __atomic_load_n(&stat_slots, __ATOMIC_ACQUIRE);
-	uint64_t t = __atomic_load_n(&spare_slot.v[which], __ATOMIC_RELAXED);
-
-	for (int i = 0; s != NULL && i < __atomic_load_n(&stat_nslots, __ATOMIC_RELAXED); i++)
-		t += __atomic_load_n(&s[i].v[which], __ATOMIC_RELAXED);
-	return t + slot_counts_total(which);
-}
-
-static unsigned abort_limit; /* 0 until first read */
-
-enum { MB_UNKNOWN = 0, MB_READY = 1, MB_NONE = -1 };
-static int membarrier_state;
 
 /* Count an event of the calling thread, on CPU (or index) `cpu`. */
 static void count_event(uint64_t *mine, int which, int cpu)
@@ -165,7 +84,7 @@ static void count_event(uint64_t *mine, int which, int cpu)
 		__atomic_store_n(&own[which], __atomic_load_n(&own[which], __ATOMIC_RELAXED) + 1,
 				 __ATOMIC_RELAXED);
 	else
-		__atomic_add_fetch(&stat_slot_for(cpu)->v[which], 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&rsk_stat_slot_for_(cpu)->v[which], 1, __ATOMIC_RELAXED);
 }
 
 RSK_EXPORT void rsk_note_abort(void)
@@ -187,146 +106,6 @@ RSK_EXPORT int rsk_stats_thread(struct rsk_stats *st)
 		return -EINVAL;
 	*st = gself.stats;
 	return 0;
-}
-
-RSK_EXPORT int rsk_stats_process(struct rsk_stats *st)
-{
-	if (st == NULL)
-		return -EINVAL;
-	st->aborts = stat_total(ST_ABORTS);
-	st->slow_paths = stat_total(ST_SLOW_PATHS);
-	st->fences = stat_total(ST_FENCES);
-	st->gate_waits = stat_total(ST_GATE_WAITS);
-	return 0;
-}
-
-RSK_EXPORT unsigned rsk_abort_limit(void)
-{
-	unsigned n = __atomic_load_n(&abort_limit, __ATOMIC_RELAXED);
-
-	if (__builtin_expect(n == 0, 0)) {
-		/* RSEQKIT_ABORT_LIMIT, read (and checked) at init. */
-		rsk_init_once();
-		n = rsk_process.env_abort_limit;
-		unsigned zero = 0;
-		/* A concurrent rsk_set_abort_limit() wins. */
-		if (!__atomic_compare_exchange_n(&abort_limit, &zero, n, 0, __ATOMIC_RELAXED,
-						 __ATOMIC_RELAXED))
-			n = zero;
-	}
-	return n;
-}
-
-RSK_EXPORT int rsk_set_abort_limit(unsigned n)
-{
-	if (n == 0)
-		return -EINVAL;
-	__atomic_store_n(&abort_limit, n, __ATOMIC_RELAXED);
-	return 0;
-}
-
-/* ---- messages: write(2) of a formatted buffer (async-signal-safe) ---- */
-
-struct msg {
-	char b[384];
-	size_t n;
-};
-
-static void msg_str(struct msg *m, const char *s)
-{
-	while (*s != '\0' && m->n < sizeof(m->b) - 1)
-		m->b[m->n++] = *s++;
-}
-
-static void msg_num(struct msg *m, uintptr_t v, unsigned base)
-{
-	char d[24];
-	int k = 0;
-
-	if (base == 16)
-		msg_str(m, "0x");
-	do {
-		d[k++] = "0123456789abcdef"[v % base];
-		v /= base;
-	} while (v != 0 && k < (int)sizeof(d));
-	while (k > 0 && m->n < sizeof(m->b) - 1)
-		m->b[m->n++] = d[--k];
-}
-
-static void msg_dec(struct msg *m, long v)
-{
-	if (v < 0) {
-		msg_str(m, "-");
-		v = -v;
-	}
-	msg_num(m, (uintptr_t)v, 10);
-}
-
-static void msg_out(struct msg *m)
-{
-	int saved = errno;
-	size_t off = 0;
-
-	m->b[m->n++] = '\n';
-	while (off < m->n) {
-		ssize_t r = write(STDERR_FILENO, m->b + off, m->n - off);
-		if (r <= 0)
-			break;
-		off += (size_t)r;
-	}
-	errno = saved;
-}
-
-/* ---- system calls and time ---- */
-
-static long sys_membarrier(int cmd, unsigned flags, int cpu)
-{
-	return syscall(SYS_membarrier, cmd, flags, cpu);
-}
-
-#define MB_CMD_PRIVATE_EXPEDITED	  (1 << 3)
-#define MB_CMD_REGISTER_PRIVATE_EXPEDITED (1 << 4)
-
-static long sys_futex(void *word, int op, uint32_t val, const struct timespec *ts)
-{
-	return syscall(SYS_futex, word, op, val, ts, NULL, 0);
-}
-
-static int32_t sys_gettid(void)
-{
-	return (int32_t)syscall(SYS_gettid);
-}
-
-/* Is thread tid of this process gone?  (errno is the caller's to save.) */
-static int thread_gone(pid_t pid, int32_t tid)
-{
-	return syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static void sleep_ns(long ns)
-{
-	struct timespec t = { ns / 1000000000, ns % 1000000000 };
-
-	nanosleep(&t, NULL);
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
 }
 
 /* ---- the gate word ---- */
@@ -463,7 +242,7 @@ static uint64_t *own_counts(void)
 	return s == &shared_slot ? NULL : s->counts;
 }
 
-static uint64_t slot_counts_total(int which)
+uint64_t rsk_slot_counts_total_(int which)
 {
 	uint64_t t = 0;
 
@@ -1015,7 +794,7 @@ static inline __attribute__((always_inline)) void count_slow_path(struct gate_se
 				 __atomic_load_n(&own->counts[ST_SLOW_PATHS], __ATOMIC_RELAXED) + 1,
 				 __ATOMIC_RELAXED);
 	else
-		__atomic_add_fetch(&stat_slot_for(idx)->v[ST_SLOW_PATHS], 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&rsk_stat_slot_for_(idx)->v[ST_SLOW_PATHS], 1, __ATOMIC_RELAXED);
 	RSK_PROBE1(slow_path, idx);
 }
 
@@ -1107,225 +886,10 @@ int rsk_holding_(void)
 	return holds_word(s, __atomic_load_n(&s->nheld, __ATOMIC_RELAXED));
 }
 
-/* ---- fences ---- */
-
-/* Register for the RSEQ membarrier once; remember whether it works. */
-static int membarrier_ready(void)
+/* See progress_internal.h: fence.c's count. */
+void rsk_count_fence_(int cpu)
 {
-	int st = __atomic_load_n(&membarrier_state, __ATOMIC_ACQUIRE);
-
-	if (st == MB_UNKNOWN) {
-		st = rsk_process.membarrier_rseq &&
-				     sys_membarrier(RSK_ABI_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ,
-						    0, 0) == 0 ?
-			     MB_READY :
-			     MB_NONE;
-		__atomic_store_n(&membarrier_state, st, __ATOMIC_RELEASE);
-	}
-	return st == MB_READY;
-}
-
-static int membarrier_fence(int cpu)
-{
-	if (cpu >= 0)
-		return (int)sys_membarrier(RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
-					   RSK_ABI_MEMBARRIER_CMD_FLAG_CPU, cpu);
-	return (int)sys_membarrier(RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0);
-}
-
-/* Parse a cpulist ("0-3,8\n") into set; 0, or -1 if malformed. */
-static int parse_cpulist(const char *s, cpu_set_t *set, size_t size, int ncpu)
-{
-	while (*s != '\0' && *s != '\n') {
-		char *end;
-		long lo = strtol(s, &end, 10), hi;
-
-		if (end == s || lo < 0)
-			return -1;
-		hi = lo;
-		s = end;
-		if (*s == '-') {
-			hi = strtol(s + 1, &end, 10);
-			if (end == s + 1 || hi < lo)
-				return -1;
-			s = end;
-		}
-		for (long c = lo; c <= hi && c < ncpu; c++)
-			CPU_SET_S((int)c, size, set);
-		if (*s == ',')
-			s++;
-		else if (*s != '\0' && *s != '\n')
-			return -1;
-	}
-	return 0;
-}
-
-/* The online CPUs (all possible ones if sysfs cannot tell). */
-static void online_cpus(cpu_set_t *set, size_t size, int ncpu)
-{
-	char buf[512];
-	ssize_t n = -1;
-	int fd = open("/sys/devices/system/cpu/online", O_RDONLY | O_CLOEXEC);
-
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-	}
-	CPU_ZERO_S(size, set);
-	if (n > 0 && n < (ssize_t)sizeof(buf) - 1) {
-		buf[n] = '\0';
-		if (parse_cpulist(buf, set, size, ncpu) == 0 && CPU_COUNT_S(size, set) > 0)
-			return;
-	}
-	for (int c = 0; c < ncpu; c++)
-		CPU_SET_S(c, size, set);
-}
-
-/*
- * Add to `mask` every CPU some thread of this process may run on (their
- * affinity; without /proc, every CPU of `fallback`).  tmp: scratch set.
- */
-static void threads_cpus(cpu_set_t *mask, cpu_set_t *tmp, const cpu_set_t *fallback, size_t size)
-{
-	char buf[1024];
-	long n;
-	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd < 0) {
-		CPU_OR_S(size, mask, mask, fallback);
-		return;
-	}
-	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
-		for (long off = 0; off < n;) {
-			/* struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name */
-			unsigned short reclen;
-			const char *name = buf + off + 19;
-			long tid = 0;
-
-			memcpy(&reclen, buf + off + 16, sizeof(reclen));
-			for (const char *p = name; *p >= '0' && *p <= '9'; p++)
-				tid = tid * 10 + (*p - '0');
-			if (tid > 0) {
-				if (sched_getaffinity((pid_t)tid, size, tmp) == 0)
-					CPU_OR_S(size, mask, mask, tmp);
-				else if (errno != ESRCH)
-					CPU_OR_S(size, mask, mask, fallback);
-			}
-			if (reclen == 0)
-				break;
-			off += reclen;
-		}
-	}
-	if (n < 0)
-		CPU_OR_S(size, mask, mask, fallback);
-	close(fd);
-}
-
-/*
- * Fallback fence: run on each CPU of [first, last] in turn.  Being
- * scheduled on a CPU means whatever thread ran there was preempted, and a
- * preempted section restarts.  An offline CPU, and a CPU where no thread
- * of ours may run, need nothing; one we cannot run on otherwise is not
- * fenced: -ENXIO (after fencing the others).  The caller's affinity is
- * restored afterwards.  No malloc: the CPU sets are on the stack, or
- * mapped for machines with more than 1024 CPUs.
- */
-static int fence_by_migration(int first, int last)
-{
-	int ncpu = rsk_process.possible_cpus;
-	size_t size = CPU_ALLOC_SIZE(ncpu), words = (size + sizeof(long) - 1) / sizeof(long);
-	unsigned long stack[4][1024 / (8 * sizeof(long))];
-	unsigned long *mem = stack[0];
-	cpu_set_t *saved, *allowed, *online, *one;
-	int err = 0, moved = 0, here;
-
-	if (size > sizeof(stack[0])) {
-		void *m = mmap(NULL, 4 * words * sizeof(long), PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m == MAP_FAILED)
-			return -ENXIO;
-		mem = m;
-	} else {
-		words = sizeof(stack[0]) / sizeof(long);
-	}
-	saved = (cpu_set_t *)(void *)mem;
-	allowed = (cpu_set_t *)(void *)(mem + words);
-	online = (cpu_set_t *)(void *)(mem + 2 * words);
-	one = (cpu_set_t *)(void *)(mem + 3 * words);
-	if (sched_getaffinity(0, size, saved) != 0) {
-		err = -ENXIO;
-		goto out;
-	}
-	online_cpus(online, size, ncpu);
-	CPU_ZERO_S(size, allowed);
-	CPU_OR_S(size, allowed, allowed, saved);
-	threads_cpus(allowed, one, online, size);
-	here = sched_getcpu();
-	for (int cpu = first; cpu <= last; cpu++) {
-		if (!CPU_ISSET_S(cpu, size, online) || !CPU_ISSET_S(cpu, size, allowed))
-			continue; /* nothing of ours can be running there */
-		if (cpu == here)
-			continue; /* we ran there: whatever ran there before was switched out */
-		CPU_ZERO_S(size, one);
-		CPU_SET_S(cpu, size, one);
-		if (sched_setaffinity(0, size, one) != 0) {
-			err = -ENXIO; /* a thread of ours may run there: say so */
-			continue;
-		}
-		moved = 1;
-		/* sched_setaffinity() migrates before returning; the yield
-		 * makes sure we really were scheduled on the CPU. */
-		sched_yield();
-	}
-	if (moved)
-		sched_setaffinity(0, size, saved);
-out:
-	if (mem != stack[0])
-		munmap(mem, 4 * words * sizeof(long));
-	return err;
-}
-
-static int fence(int cpu)
-{
-	int err = -ENXIO, saved = errno;
-
-	rsk_init_once();
-	if (rsk_process.owner == RSK_OWNER_NONE)
-		return 0; /* no thread of ours can be inside a section */
-	if (membarrier_ready()) {
-		/* On EPERM the registration was lost (not inherited?): again. */
-		if (membarrier_fence(cpu) == 0 ||
-		    (errno == EPERM &&
-		     sys_membarrier(RSK_ABI_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0 &&
-		     membarrier_fence(cpu) == 0)) {
-			err = 0;
-		} else if (errno == ENOSYS) {
-			/* Denied from now on (a seccomp filter): migrate. */
-			__atomic_store_n(&membarrier_state, MB_NONE, __ATOMIC_RELEASE);
-		}
-	}
-	if (err != 0)
-		err = cpu >= 0 ? fence_by_migration(cpu, cpu) :
-				 fence_by_migration(0, rsk_process.possible_cpus - 1);
-	if (err == 0) {
-		count_event(&gself.stats.fences, ST_FENCES, cpu >= 0 ? cpu : 0);
-		RSK_PROBE1(fence, cpu);
-	}
-	errno = saved;
-	return err;
-}
-
-RSK_EXPORT int rsk_fence_cpu(int cpu)
-{
-	rsk_init_once();
-	if (cpu < 0 || cpu >= rsk_process.possible_cpus)
-		return -EINVAL;
-	return fence(cpu);
-}
-
-RSK_EXPORT int rsk_fence_all(void)
-{
-	return fence(-1);
+	count_event(&gself.stats.fences, ST_FENCES, cpu);
 }
 
 /* ---- gates ---- */
@@ -1343,7 +907,7 @@ int rsk_gate_close_named_(intptr_t *gate, enum rsk_index_mode mode, int idx, con
 		return -EINVAL;
 	err = gate_take(gate, idx, what, obj);
 	if (LIKELY(err == 0) && rsk_process.owner != RSK_OWNER_NONE) {
-		err = fence(mode == RSK_INDEX_CPU ? idx : -1);
+		err = rsk_fence_(mode == RSK_INDEX_CPU ? idx : -1);
 		if (err != 0)
 			gate_release(gate);
 	}
@@ -1381,7 +945,7 @@ static void fork_barrier(void)
 		return;
 	/* Denied since start-up: a context switch is a barrier too. */
 	if (rsk_process.possible_cpus > 0 &&
-	    fence_by_migration(0, rsk_process.possible_cpus - 1) == 0)
+	    rsk_fence_by_migration_(0, rsk_process.possible_cpus - 1) == 0)
 		return;
 	sleep_ns(1000000);
 }

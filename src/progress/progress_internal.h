@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the files of the progress layer (src/progress/) share: the calling
+ * thread's state, the statistics' slots, the system calls and clocks of
+ * the slow paths, and the entry points one file gives another.
+ */
+#ifndef RSEQKIT_PROGRESS_INTERNAL_H
+#define RSEQKIT_PROGRESS_INTERNAL_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include "internal.h"
+#include <rseqkit/progress.h>
+#include "msg.h"
+
+#if defined(__has_include)
+#if __has_include(<sys/sdt.h>)
+#include <sys/sdt.h>
+#define RSK_PROBE1(name, a)    STAP_PROBE1(rseqkit, name, a)
+#define RSK_PROBE2(name, a, b) STAP_PROBE2(rseqkit, name, a, b)
+#endif
+#endif
+#ifndef RSK_PROBE1
+#define RSK_PROBE1(name, a)    ((void)(a))
+#define RSK_PROBE2(name, a, b) ((void)(a), (void)(b))
+#endif
+
+#define LIKELY(x)   __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* The calling thread's state: one TLS block, so that a function given
+ * its address (internal.h: rsk_gate_self_()) reaches all of it without a
+ * look-up of its own - in position-independent code each look-up is a
+ * call, which makes its caller save registers. */
+struct gate_slot;
+struct gate_self {
+	int32_t tid;		/* kernel thread id, 0 until first use */
+	struct gate_slot *slot; /* this thread's holder slot */
+	int32_t slice_gates;	/* gates closed in this thread's slice region */
+	rsk_slice_t slice;	/* that region's token (<rseqkit/slice.h>) */
+	struct rsk_stats stats; /* rsk_stats_thread() */
+};
+
+/* The events counted (stats.c), in each thread's holder slot (gate.c) or
+ * in a per-CPU slot. */
+enum { ST_ABORTS, ST_SLOW_PATHS, ST_FENCES, ST_GATE_WAITS, ST_N };
+struct stat_slot {
+	uint64_t v[ST_N];
+} __attribute__((aligned(128)));
+/* stats.c: the per-CPU slot of `cpu` (a spare one until they are mapped). */
+struct stat_slot *rsk_stat_slot_for_(int cpu);
+/* gate.c: the sum of every holder slot's count of event `which`. */
+uint64_t rsk_slot_counts_total_(int which);
+/* gate.c: count a fence of the calling thread, on CPU `cpu`. */
+void rsk_count_fence_(int cpu);
+/* fence.c: fence CPU cpu (-1: every CPU); 0 or -ENXIO, errno preserved. */
+int rsk_fence_(int cpu);
+/* fence.c: the fence without membarrier, by migrating onto each CPU of
+ * [first, last]; 0 or -ENXIO. */
+int rsk_fence_by_migration_(int first, int last);
+
+/* ---- system calls and time ---- */
+
+static __attribute__((unused)) long sys_membarrier(int cmd, unsigned flags, int cpu)
+{
+	return syscall(SYS_membarrier, cmd, flags, cpu);
+}
+
+#define MB_CMD_PRIVATE_EXPEDITED	  (1 << 3)
+#define MB_CMD_REGISTER_PRIVATE_EXPEDITED (1 << 4)
+
+static __attribute__((unused)) long sys_futex(void *word, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, word, op, val, ts, NULL, 0);
+}
+
+static __attribute__((unused)) int32_t sys_gettid(void)
+{
+	return (int32_t)syscall(SYS_gettid);
+}
+
+/* Is thread tid of this process gone?  (errno is the caller's to save.) */
+static __attribute__((unused)) int thread_gone(pid_t pid, int32_t tid)
+{
+	return syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH;
+}
+
+static __attribute__((unused)) uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static __attribute__((unused)) void sleep_ns(long ns)
+{
+	struct timespec t = { ns / 1000000000, ns % 1000000000 };
+
+	nanosleep(&t, NULL);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+#endif
