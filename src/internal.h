@@ -55,6 +55,13 @@ int rsk_slice_offered_(const struct rsk_process *p);
 void rsk_slice_forget_(void);
 long rsk_sys_rseq(struct rsk_abi_area *area, uint32_t len, int flags);
 int rsk_read_possible_cpus(void);
+/* Memory nodes (topology.c), for the per-CPU memory pools' NUMA binding:
+ * the number of entries of a sysfs list such as "0-3,8" at path, with a
+ * bit in has[] for each entry below nhas; and the node of a CPU (-1: not
+ * known). */
+#define RSK_LONG_BITS ((int)(8 * sizeof(unsigned long)))
+int rsk_count_list_(const char *path, unsigned long *has, int nhas);
+int rsk_node_of_cpu_(int cpu);
 /* Allocate the process statistics' per-CPU slots (at init, so that no
  * event counted later - possibly in a signal handler - allocates). */
 void rsk_stats_init(int ncpus);

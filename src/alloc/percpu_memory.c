@@ -20,7 +20,6 @@
  * never changed in place, when a range is added (the old arrays are freed
  * at destroy), and the in-use bits are read and written atomically.
  */
-#include <dirent.h>
 #include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -138,62 +137,6 @@ static int all_bytes(const void *mem, size_t n, unsigned char b)
 	return 1;
 }
 
-/* --- topology: memory nodes and the node of each CPU --------------------- */
-
-/* The number of entries of a sysfs list such as "0-3,8", and in has[] a
- * bit for each entry below nhas (has may be NULL). */
-static int count_list(const char *path, unsigned long *has, int nhas)
-{
-	char buf[4096];
-	int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
-	ssize_t len;
-	char *s, *end;
-
-	if (has != NULL)
-		memset(has, 0, (size_t)nhas / 8);
-	if (fd < 0)
-		return 0;
-	len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (len <= 0)
-		return 0;
-	buf[len] = 0;
-	for (s = buf; *s >= '0' && *s <= '9';) {
-		long a = strtol(s, &end, 10), b = a;
-		if (*end == '-')
-			b = strtol(end + 1, &end, 10);
-		if (b >= a)
-			n += (int)(b - a + 1);
-		for (long k = a; has != NULL && k <= b && k < nhas; k++)
-			if (k >= 0)
-				has[k / LONG_BITS] |= 1ul << (k % LONG_BITS);
-		if (*end != ',')
-			break;
-		s = end + 1;
-	}
-	return n;
-}
-
-static int node_of_cpu(int cpu)
-{
-	char path[64];
-	struct dirent *e;
-	DIR *d;
-	int node = -1;
-
-	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d", cpu);
-	d = opendir(path);
-	if (d == NULL)
-		return -1;
-	while ((e = readdir(d)) != NULL)
-		if (strncmp(e->d_name, "node", 4) == 0 && e->d_name[4] >= '0' && e->d_name[4] <= '9') {
-			node = (int)strtol(e->d_name + 4, NULL, 10);
-			break;
-		}
-	closedir(d);
-	return node;
-}
-
 /* Bind CPU cpu's stride at addr to node (mask: a bitmap of MAX_NODES
  * bits, node's set).  Returns 0 or mbind's errno. */
 static int mbind_stride(struct pool_impl *pi, int cpu, void *addr, int node,
@@ -253,7 +196,7 @@ static void numa_setup(struct pool_impl *pi)
 	pi->numa_nodes = 0;
 	if ((pi->flags & RSK_MEMPOOL_NO_NUMA) || pi->pub.mode != RSK_INDEX_CPU)
 		return;
-	nodes = count_list("/sys/devices/system/node/has_memory", has_memory, MAX_NODES);
+	nodes = rsk_count_list_("/sys/devices/system/node/has_memory", has_memory, MAX_NODES);
 #if RSK_INJECTING
 	pi->numa_fake = rsk_inject_numa_nodes() > 0;
 	if (pi->numa_fake) {
@@ -269,7 +212,7 @@ static void numa_setup(struct pool_impl *pi)
 	if (pi->cpu_node == NULL)
 		return;
 	for (int i = 0; i < pi->pub.nr; i++) {
-		int node = node_of_cpu(i);
+		int node = rsk_node_of_cpu_(i);
 
 #if RSK_INJECTING
 		if (pi->numa_fake)

@@ -4,8 +4,11 @@
  * sysconf(_SC_NPROCESSORS_*) and the online mask undercount (rr reports one
  * CPU, hotplug adds CPUs later, some kernels number CPUs beyond the count).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -157,4 +160,61 @@ RSK_EXPORT int rsk_node(void)
 	    (area = rsk_area()) && rsk_area_cpu_id(area) >= 0)
 		return (int)__atomic_load_n(&area->node_id, __ATOMIC_RELAXED);
 	return node_slow();
+}
+
+/* ---- memory nodes and the node of each CPU (the per-CPU memory pools' NUMA
+ * binding, alloc/percpu_memory.c) ---- */
+
+/* The number of entries of a sysfs list such as "0-3,8", and in has[] a
+ * bit for each entry below nhas (has may be NULL). */
+int rsk_count_list_(const char *path, unsigned long *has, int nhas)
+{
+	char buf[4096];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
+	ssize_t len;
+	char *s, *end;
+
+	if (has != NULL)
+		memset(has, 0, (size_t)nhas / 8);
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return 0;
+	buf[len] = 0;
+	for (s = buf; *s >= '0' && *s <= '9';) {
+		long a = strtol(s, &end, 10), b = a;
+		if (*end == '-')
+			b = strtol(end + 1, &end, 10);
+		if (b >= a)
+			n += (int)(b - a + 1);
+		for (long k = a; has != NULL && k <= b && k < nhas; k++)
+			if (k >= 0)
+				has[k / RSK_LONG_BITS] |= 1ul << (k % RSK_LONG_BITS);
+		if (*end != ',')
+			break;
+		s = end + 1;
+	}
+	return n;
+}
+
+int rsk_node_of_cpu_(int cpu)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int node = -1;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d", cpu);
+	d = opendir(path);
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, "node", 4) == 0 && e->d_name[4] >= '0' && e->d_name[4] <= '9') {
+			node = (int)strtol(e->d_name + 4, NULL, 10);
+			break;
+		}
+	closedir(d);
+	return node;
 }
