@@ -56,10 +56,20 @@ void rsk_slice_forget_(void);
 long rsk_sys_rseq(struct rsk_abi_area *area, uint32_t len, int flags);
 int rsk_read_possible_cpus(void);
 /* Memory nodes (topology.c), for the per-CPU memory pools' NUMA binding:
- * the number of entries of a sysfs list such as "0-3,8" at path, with a
- * bit in has[] for each entry below nhas; and the node of a CPU (-1: not
- * known). */
+ * the entries below nhas of a sysfs list such as "0-3,8" at path, as bits
+ * of has[], and their number; and the node of a CPU (-1: not known). */
 #define RSK_LONG_BITS ((int)(8 * sizeof(unsigned long)))
+/*
+ * Parse a kernel CPU or node list (cpulist.c): "0-3,8-11", "" (none), with
+ * or without a trailing newline.  Sets in bits[] (may be NULL when nbits
+ * is 0) the bit of each listed id below nbits, leaving the others as they
+ * were; returns the highest id listed plus one (0 for an empty list; ids
+ * at or above RSK_CPULIST_MAX read as RSK_CPULIST_MAX - 1, beyond any
+ * kernel's NR_CPUS), or -1 if s is malformed (bits[] may then hold the
+ * ranges before the error).
+ */
+#define RSK_CPULIST_MAX (1 << 20)
+int rsk_cpulist_parse(const char *s, unsigned long *bits, int nbits);
 int rsk_count_list_(const char *path, unsigned long *has, int nhas);
 int rsk_node_of_cpu_(int cpu);
 /* Allocate the process statistics' per-CPU slots (at init, so that no

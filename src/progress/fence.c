@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
@@ -42,33 +41,6 @@ static int membarrier_fence(int cpu)
 	return (int)sys_membarrier(RSK_ABI_MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0);
 }
 
-/* Parse a cpulist ("0-3,8\n") into set; 0, or -1 if malformed. */
-static int parse_cpulist(const char *s, cpu_set_t *set, size_t size, int ncpu)
-{
-	while (*s != '\0' && *s != '\n') {
-		char *end;
-		long lo = strtol(s, &end, 10), hi;
-
-		if (end == s || lo < 0)
-			return -1;
-		hi = lo;
-		s = end;
-		if (*s == '-') {
-			hi = strtol(s + 1, &end, 10);
-			if (end == s + 1 || hi < lo)
-				return -1;
-			s = end;
-		}
-		for (long c = lo; c <= hi && c < ncpu; c++)
-			CPU_SET_S((int)c, size, set);
-		if (*s == ',')
-			s++;
-		else if (*s != '\0' && *s != '\n')
-			return -1;
-	}
-	return 0;
-}
-
 /* The online CPUs (all possible ones if sysfs cannot tell). */
 static void online_cpus(cpu_set_t *set, size_t size, int ncpu)
 {
@@ -83,7 +55,9 @@ static void online_cpus(cpu_set_t *set, size_t size, int ncpu)
 	CPU_ZERO_S(size, set);
 	if (n > 0 && n < (ssize_t)sizeof(buf) - 1) {
 		buf[n] = '\0';
-		if (parse_cpulist(buf, set, size, ncpu) == 0 && CPU_COUNT_S(size, set) > 0)
+		/* A cpu_set_t is a bitmap of unsigned longs (<sched.h>). */
+		if (rsk_cpulist_parse(buf, (unsigned long *)(void *)set, ncpu) >= 0 &&
+		    CPU_COUNT_S(size, set) > 0)
 			return;
 	}
 	for (int c = 0; c < ncpu; c++)

@@ -15,34 +15,6 @@
 #include <sys/syscall.h>
 #include "internal.h"
 
-/* Highest id in a cpulist like "0-3,8-11" plus one; 0 on parse error. */
-static int cpulist_bound(const char *s)
-{
-	int bound = 0;
-
-	while (*s && *s != '\n') {
-		char *end;
-		long lo = strtol(s, &end, 10), hi;
-		if (end == s || lo < 0)
-			return 0;
-		hi = lo;
-		s = end;
-		if (*s == '-') {
-			hi = strtol(s + 1, &end, 10);
-			if (end == s + 1 || hi < lo)
-				return 0;
-			s = end;
-		}
-		if (hi + 1 > bound)
-			bound = (int)(hi + 1 > 1 << 20 ? 1 << 20 : hi + 1);
-		if (*s == ',')
-			s++;
-		else if (*s && *s != '\n')
-			return 0;
-	}
-	return bound;
-}
-
 /* The bits of the kernel's CPU masks (nr_cpu_ids rounded up to a whole
  * long, or NR_CPUS on old kernels), an upper bound of every CPU number:
  * sched_getaffinity(2) refuses a buffer smaller than that and returns the
@@ -77,7 +49,7 @@ int rsk_read_possible_cpus(void)
 	}
 	if (n > 0) {
 		buf[n] = '\0';
-		bound = cpulist_bound(buf);
+		bound = rsk_cpulist_parse(buf, NULL, 0);
 	}
 	if (bound <= 0) {
 		/* No sysfs (chroot, sandbox).  The structures' sections index
@@ -165,17 +137,16 @@ RSK_EXPORT int rsk_node(void)
 /* ---- memory nodes and the node of each CPU (the per-CPU memory pools' NUMA
  * binding, alloc/percpu_memory.c) ---- */
 
-/* The number of entries of a sysfs list such as "0-3,8", and in has[] a
- * bit for each entry below nhas (has may be NULL). */
+/* The entries below nhas of a sysfs list such as "0-3,8" at path, as bits
+ * of has[] (nhas bits, a multiple of RSK_LONG_BITS), and their number; 0
+ * (no bits) if the file cannot be read or is malformed. */
 int rsk_count_list_(const char *path, unsigned long *has, int nhas)
 {
 	char buf[4096];
 	int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
 	ssize_t len;
-	char *s, *end;
 
-	if (has != NULL)
-		memset(has, 0, (size_t)nhas / 8);
+	memset(has, 0, (size_t)nhas / 8);
 	if (fd < 0)
 		return 0;
 	len = read(fd, buf, sizeof(buf) - 1);
@@ -183,19 +154,12 @@ int rsk_count_list_(const char *path, unsigned long *has, int nhas)
 	if (len <= 0)
 		return 0;
 	buf[len] = 0;
-	for (s = buf; *s >= '0' && *s <= '9';) {
-		long a = strtol(s, &end, 10), b = a;
-		if (*end == '-')
-			b = strtol(end + 1, &end, 10);
-		if (b >= a)
-			n += (int)(b - a + 1);
-		for (long k = a; has != NULL && k <= b && k < nhas; k++)
-			if (k >= 0)
-				has[k / RSK_LONG_BITS] |= 1ul << (k % RSK_LONG_BITS);
-		if (*end != ',')
-			break;
-		s = end + 1;
+	if (rsk_cpulist_parse(buf, has, nhas) < 0) {
+		memset(has, 0, (size_t)nhas / 8);
+		return 0;
 	}
+	for (int w = 0; w < nhas / RSK_LONG_BITS; w++)
+		n += __builtin_popcountl(has[w]);
 	return n;
 }
 
