@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Library-private declarations shared by the runtime's files. */
+/*
+ * Library-private declarations shared across the library's folders
+ * (src/runtime, src/progress, src/percpu, src/alloc, src/malloc): every
+ * function one file defines and another calls is declared here, or, within
+ * the progress layer, in src/progress/progress_internal.h.
+ */
 #ifndef RSEQKIT_INTERNAL_H
 #define RSEQKIT_INTERNAL_H
 
@@ -44,7 +49,7 @@ extern struct rsk_process rsk_process __attribute__((visibility("hidden")));
 
 void rsk_init_once(void);
 /* RSEQKIT_CHECK_THREADS=1: stop the process, with a message, when the
- * calling thread is not one rseqkit supports (src/runtime.c).  Called,
+ * calling thread is not one rseqkit supports (src/runtime/runtime.c).  Called,
  * when rsk_process.check_threads is set, where every operation's
  * out-of-line path begins (rsk_percpu_home_(), rsk_thread_ensure(),
  * rsk_percpu_on_cpu()), before it touches TLS. */
@@ -91,7 +96,7 @@ void rsk_inject_activation(int step);
 
 /*
  * Injection builds: a test may stand in for the NUMA topology and mbind(2)
- * of the memory pools (src/mempool.c), so that a machine of one node runs
+ * of the memory pools (src/alloc/percpu_memory.c), so that a machine of one node runs
  * the binding and its failures.  rsk_inject_numa_nodes(): 0 (the
  * library's default) to use the machine's, or n: nodes 0 to n - 1 have
  * memory, rsk_inject_numa_cpu_node(cpu) is cpu's node (-1: none; n or
@@ -145,7 +150,7 @@ static inline int rsk_percpu_again(int ret, unsigned *aborts)
  * are near). */
 int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr);
 
-/* ---- The structures' framework (src/percpu.c) ---- */
+/* ---- The structures' framework (src/percpu/percpu.c) ---- */
 
 /* Values of a structure's magic_: alive (allocated by aligned_alloc or by
  * mmap), and destroyed. */
@@ -163,7 +168,7 @@ static inline int rsk_percpu_alive_(const struct rsk_percpu_head *h)
 enum rsk_index_mode rsk_percpu_effective_mode(enum rsk_index_mode mode);
 
 /* rsk_gate_close() for a gate whose RSEQKIT_GATE_WARN_MS reports name
- * "<what> <obj>" (src/progress.c). */
+ * "<what> <obj>" (src/progress/gate.c). */
 int rsk_gate_close_named_(intptr_t *gate, enum rsk_index_mode mode, int idx, const char *what,
 			  const void *obj);
 
@@ -246,7 +251,7 @@ int rsk_gate_take_plain_(intptr_t *gate, int idx, const char *what, const void *
 /* Open it again, and count a slow path on part idx when `count`
  * (rsk_note_slow_path_at()). */
 void rsk_gate_drop_plain_(intptr_t *gate, int idx, int count);
-/* The calling thread's gate state (src/progress.c), and the two above for
+/* The calling thread's gate state (src/progress/gate.c), and the two above for
  * a caller that has it: a caller making several gate calls looks its
  * thread up once (in position-independent code each look-up is a call,
  * which also makes its caller save registers).  Valid in the thread that
@@ -316,14 +321,20 @@ static inline int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void
  * structure), -ENOENT, -ENOSPC, or the gate's error. */
 int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *arg);
 
-/* A gate without a fence (src/progress.c): a lock between slow paths
+/* A gate without a fence (src/progress/gate.c): a lock between slow paths
  * that fork() waits for, and that reports -EDEADLK (the caller holds it:
  * a handler interrupted its own thread) and -EOWNERDEAD as gates do.
  * `what` and `obj` name it in RSEQKIT_GATE_WARN_MS reports. */
 int rsk_lock_take_(intptr_t *lock, const char *what, const void *obj);
 void rsk_lock_drop_(intptr_t *lock);
 
-/* For rseqkit's malloc (src/malloc/), on pools (src/pool.c): hook(arg,
+/* A hold without a word (src/progress/gate.c): the object pool's objects
+ * in transit between a cache and the depot, which fork() waits for as for
+ * a held gate. */
+void rsk_hold_enter_(void);
+void rsk_hold_leave_(void);
+
+/* For rseqkit's malloc (src/malloc/), on pools (src/alloc/object_pool.c): hook(arg,
  * base, bytes, 1) after each slab of p is mapped (nonzero: the slab is
  * unmapped again, as if mmap had failed), hook(arg, base, bytes, 0)
  * before it is unmapped (set before p's first allocation); and the state
@@ -338,13 +349,18 @@ void rsk_pool_set_slab_hook_(struct rsk_pool *p, int (*hook)(void *arg, void *ba
 							       int mapped),
 			     void *arg);
 int rsk_pool_debug_state_(struct rsk_pool *p, const void *obj);
+#if RSK_INJECTING
+/* Tests (injection builds only): a pool's depot lock, to hold it the way
+ * the depot's own code does. */
+intptr_t *rsk_pool_depot_lock_(struct rsk_pool *p);
+#endif
 
 /* Whether the calling thread holds *lock (a gate or such a lock). */
 int rsk_lock_mine_(const intptr_t *lock);
 
 /* Whether the calling thread holds any gate or such lock: then a gate or
  * lock it cannot take at once is -EDEADLK, never waited for (a signal
- * handler on top of its thread's hold: see src/progress.c), and a slow
+ * handler on top of its thread's hold: see src/progress/gate.c), and a slow
  * path moves on to what it can have without waiting. */
 int rsk_holding_(void);
 

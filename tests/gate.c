@@ -213,7 +213,7 @@ static void signal_handler(void)
 
 /* ---- 3. waiters sleep, and are woken ---- */
 
-#define GATE_WAITERS 0x40000000 /* progress.c's waiters bit */
+#define GATE_WAITERS 0x40000000 /* src/progress/gate.c's waiters bit */
 
 struct holder {
 	int ms;		  /* how long to hold (at least) */

@@ -91,11 +91,6 @@ struct pool_impl {
 	size_t nslabs, growing, depot_free;
 };
 
-/* The progress layer's holds without a word (src/progress.c); its locks
- * are declared in internal.h. */
-void rsk_hold_enter_(void);
-void rsk_hold_leave_(void);
-
 static struct pool_impl *impl(struct rsk_pool *p)
 {
 	return (struct pool_impl *)p;
@@ -1310,9 +1305,7 @@ RSK_EXPORT void rsk_pool_debug_alloc_(struct rsk_pool *p, void *obj)
 }
 
 #if RSK_INJECTING
-/* Tests (injection builds only): the depot lock, to hold it the way the
- * depot's own code does. */
-intptr_t *rsk_pool_depot_lock_(struct rsk_pool *p);
+/* See internal.h. */
 intptr_t *rsk_pool_depot_lock_(struct rsk_pool *p)
 {
 	return &impl(p)->lock;

@@ -256,7 +256,7 @@ static void numa_setup(struct pool_impl *pi)
 #endif
 #define GUARD_BYTES ((size_t)GUARD_STRIDES * RSK_MEMPOOL_STRIDE)
 /* What the guards' gate words hold: all ones, as the structures' guard
- * part (src/percpu.c); any value but 0 reads as a closed gate. */
+ * part (src/percpu/percpu.c); any value but 0 reads as a closed gate. */
 #define GUARD_GATE ((intptr_t)-1)
 
 /* Close the guard gates in the lead bytes at m (no huge pages there yet:

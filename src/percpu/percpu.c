@@ -152,7 +152,7 @@ static int index_now_usable(const struct rsk_percpu_head *h)
 /* Close the gate of part idx, or of the next parts where the calling
  * thread holds it already (a signal handler interrupted its own slow
  * path there), or where another holds it while the calling thread holds
- * a gate (it waits for none: see src/progress.c).  Returns the part
+ * a gate (it waits for none: see src/progress/gate.c).  Returns the part
  * closed, or a negative errno. */
 static int close_some_gate(void *s, const struct rsk_percpu_head *h,
 			   const struct rsk_percpu_kind *k, int idx)
