@@ -3,6 +3,11 @@
  * rseqkit/mempool.h - per-CPU memory for your own data (stride allocator),
  * and a counter that lives in it.
  *
+ * rsk_mempool is per-CPU copies of your own data: every object exists
+ * once per CPU (or concurrency id).  Not to be confused with rsk_pool
+ * (<rseqkit/pool.h>): a per-CPU cache of fixed-size objects, each object
+ * one piece of memory as from malloc().
+ *
  * A mempool hands out per-CPU objects: one allocation gives every CPU (or
  * concurrency id) its own copy of an object of the pool's size.  Copy i of
  * the object at `obj` is at

@@ -2,6 +2,11 @@
 /*
  * rseqkit/pool.h - per-CPU object pool (fixed-size allocator).
  *
+ * rsk_pool is a per-CPU cache of fixed-size objects: each object is one
+ * piece of memory, used by one thread at a time, as from malloc().  Not to
+ * be confused with rsk_mempool (<rseqkit/mempool.h>): per-CPU copies of
+ * your own data, every object there existing once per CPU.
+ *
  * A pool hands out objects of one size and alignment.  Each CPU (or
  * concurrency id) has a cache: an array of up to `cache_capacity` free
  * objects.  rsk_pool_alloc() pops from the current CPU's cache and
