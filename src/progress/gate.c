@@ -84,7 +84,7 @@ static void count_event(uint64_t *mine, int which, int cpu)
 		__atomic_store_n(&own[which], __atomic_load_n(&own[which], __ATOMIC_RELAXED) + 1,
 				 __ATOMIC_RELAXED);
 	else
-		__atomic_add_fetch(&rsk_stat_slot_for_(cpu)->v[which], 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&stat_slot_for(cpu)->v[which], 1, __ATOMIC_RELAXED);
 }
 
 RSK_EXPORT void rsk_note_abort(void)
@@ -794,7 +794,7 @@ static inline __attribute__((always_inline)) void count_slow_path(struct gate_se
 				 __atomic_load_n(&own->counts[ST_SLOW_PATHS], __ATOMIC_RELAXED) + 1,
 				 __ATOMIC_RELAXED);
 	else
-		__atomic_add_fetch(&rsk_stat_slot_for_(idx)->v[ST_SLOW_PATHS], 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&stat_slot_for(idx)->v[ST_SLOW_PATHS], 1, __ATOMIC_RELAXED);
 	RSK_PROBE1(slow_path, idx);
 }
 

@@ -50,8 +50,23 @@ enum { ST_ABORTS, ST_SLOW_PATHS, ST_FENCES, ST_GATE_WAITS, ST_N };
 struct stat_slot {
 	uint64_t v[ST_N];
 } __attribute__((aligned(128)));
-/* stats.c: the per-CPU slot of `cpu` (a spare one until they are mapped). */
-struct stat_slot *rsk_stat_slot_for_(int cpu);
+/* stats.c: the per-CPU slots (NULL until rsk_stats_init() maps them),
+ * their number, and the spare slot that counts the events until then. */
+extern struct stat_slot *rsk_stat_slots_ __attribute__((visibility("hidden")));
+extern int rsk_stat_nslots_ __attribute__((visibility("hidden")));
+extern struct stat_slot rsk_spare_slot_ __attribute__((visibility("hidden")));
+
+/* The per-CPU slot of `cpu` (the spare one until they are mapped).  Here,
+ * not in stats.c: gate.c's count of a plain-path slow path takes it, and
+ * out of line its call would cost that path registers. */
+static __attribute__((unused)) struct stat_slot *stat_slot_for(int cpu)
+{
+	struct stat_slot *s = __atomic_load_n(&rsk_stat_slots_, __ATOMIC_ACQUIRE);
+
+	if (s == NULL || (unsigned)cpu >= (unsigned)__atomic_load_n(&rsk_stat_nslots_, __ATOMIC_RELAXED))
+		return &rsk_spare_slot_;
+	return &s[cpu];
+}
 /* gate.c: the sum of every holder slot's count of event `which`. */
 uint64_t rsk_slot_counts_total_(int which);
 /* gate.c: count a fence of the calling thread, on CPU `cpu`. */

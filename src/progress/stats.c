@@ -20,8 +20,8 @@
  * signal handler that interrupted malloc.  Until then (or if mapping
  * failed) those land in the spare slot.
  */
-static struct stat_slot *stat_slots, spare_slot;
-static int stat_nslots;
+struct stat_slot *rsk_stat_slots_, rsk_spare_slot_;
+int rsk_stat_nslots_;
 
 void rsk_stats_init(int ncpus)
 {
@@ -30,25 +30,16 @@ void rsk_stats_init(int ncpus)
 
 	if (m == MAP_FAILED)
 		return;
-	__atomic_store_n(&stat_nslots, ncpus, __ATOMIC_RELAXED);
-	__atomic_store_n(&stat_slots, (struct stat_slot *)m, __ATOMIC_RELEASE);
-}
-
-struct stat_slot *rsk_stat_slot_for_(int cpu)
-{
-	struct stat_slot *s = __atomic_load_n(&stat_slots, __ATOMIC_ACQUIRE);
-
-	if (s == NULL || (unsigned)cpu >= (unsigned)__atomic_load_n(&stat_nslots, __ATOMIC_RELAXED))
-		return &spare_slot;
-	return &s[cpu];
+	__atomic_store_n(&rsk_stat_nslots_, ncpus, __ATOMIC_RELAXED);
+	__atomic_store_n(&rsk_stat_slots_, (struct stat_slot *)m, __ATOMIC_RELEASE);
 }
 
 static uint64_t stat_total(int which)
 {
-	struct stat_slot *s = __atomic_load_n(&stat_slots, __ATOMIC_ACQUIRE);
-	uint64_t t = __atomic_load_n(&spare_slot.v[which], __ATOMIC_RELAXED);
+	struct stat_slot *s = __atomic_load_n(&rsk_stat_slots_, __ATOMIC_ACQUIRE);
+	uint64_t t = __atomic_load_n(&rsk_spare_slot_.v[which], __ATOMIC_RELAXED);
 
-	for (int i = 0; s != NULL && i < __atomic_load_n(&stat_nslots, __ATOMIC_RELAXED); i++)
+	for (int i = 0; s != NULL && i < __atomic_load_n(&rsk_stat_nslots_, __ATOMIC_RELAXED); i++)
 		t += __atomic_load_n(&s[i].v[which], __ATOMIC_RELAXED);
 	return t + rsk_slot_counts_total_(which);
 }
