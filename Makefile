@@ -211,6 +211,16 @@ $(BUILD)/tests/malloc_%.t: tests/malloc_%.c $(MALLOC_SO) $(MALLOC_HDR) $(wildcar
 	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD)/lib -lrseqkit-malloc \
 		-Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
 
+# The same tests as static programs for check-cross and check-kernels,
+# whose guests have no shared libraries: the allocator's objects (those
+# of the .so, which carry the C library's names) are linked in, and its
+# malloc replaces the C library's, as glibc allows for static programs
+# that define the whole family.
+$(BUILD)/tests/static/malloc_%.t: tests/malloc_%.c $(MALLOC_SO_OBJ) $(PIC_OBJ) $(MALLOC_HDR) \
+		$(wildcard tests/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< $(MALLOC_SO_OBJ) $(PIC_OBJ) $(LDLIBS)
+
 $(BUILD)/tests/%.t: tests/%.sh
 	@mkdir -p $(@D)
 	cp $< $@ && chmod +x $@

@@ -24,7 +24,9 @@
 #   rseqkit-info --json, the quick stress tier (-T i l b m s, both index
 #   modes, no delay and a delay at each asm injection point 1-4), and the
 #   unarmed stress twin on the list and buffer tests (must report FAILED,
-#   in at least one of three tries each).
+#   in at least one of three tries each); the allocator's conformance
+#   test and its stress (cpu and cid index, and RSEQKIT_DISABLE=1), built
+#   as static programs whose malloc is rseqkit's.
 # fence.t is left out: its timing assumptions do not hold under TCG.
 #
 # One line per arch: arch, kernel, commands run, passed, failed (failed
@@ -46,7 +48,8 @@
 # skip fails the run.
 #
 # Tunables (environment): THREADS (8), REPS (2000), LOOPS (2000) of the
-# stress tier; BOOT_TIMEOUT (900 s per boot); JOBS (2) for make.
+# stress tier; MALLOC_THREADS (64) of the allocator's stress;
+# BOOT_TIMEOUT (900 s per boot); JOBS (2) for make.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 
@@ -54,6 +57,7 @@ ALL="x86_64 i386 aarch64 arm ppc64le s390x riscv64"
 THREADS=${THREADS:-8}
 REPS=${REPS:-2000}
 LOOPS=${LOOPS:-2000}
+MALLOC_THREADS=${MALLOC_THREADS:-64}
 JOBS=${JOBS:-2}
 CACHE=build/cross-kernels
 export BOOT_TIMEOUT="${BOOT_TIMEOUT:-900}"
@@ -87,6 +91,12 @@ commands() {
 			done
 		done
 	done
+	# The allocator: its conformance test, and its stress (producers
+	# and consumers, churn, fork) in both index modes and without rseq.
+	echo "malloc.conform /bin/malloc_conform.t"
+	echo "malloc.stress.cpu /bin/malloc_stress.t -t $MALLOC_THREADS"
+	echo "malloc.stress.cid RSEQKIT_MALLOC_INDEX=cid /bin/malloc_stress.t -t $MALLOC_THREADS"
+	echo "malloc.stress.off RSEQKIT_DISABLE=1 /bin/malloc_stress.t -t $MALLOC_THREADS"
 	# Three tries each (a loss has to show at least once): cheap, and
 	# a host or a TCG guest that happens not to preempt inside the
 	# window once must not fail the run.
@@ -226,7 +236,8 @@ for arch in $arches; do
 	fi
 
 	progs="$B/tests/primitives.t $B/tests/negative-primitives.t $B/tests/structures.t
-	       $B/bin/rseqkit-stress $B/bin/rseqkit-stress-noarm $B/bin/rseqkit-info"
+	       $B/bin/rseqkit-stress $B/bin/rseqkit-stress-noarm $B/bin/rseqkit-info
+	       $B/tests/static/malloc_conform.t $B/tests/static/malloc_stress.t"
 	# shellcheck disable=SC2086
 	if ! make -s -j"$JOBS" BUILD="$B" CC="$cc" LDFLAGS="$ldflags" $progs >"$W/build.log" 2>&1; then
 		printf '%-14s %-32s %5s %6s %6s %9s %6s %6d\n' "$arch" "(build failed)" - - 1 - - \

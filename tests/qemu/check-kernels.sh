@@ -25,7 +25,9 @@
 # kernel's feature size: V2 on 7.x): rseqkit-info --json, the quick stress
 # tier in both index modes, its unarmed twin (must detect loss); and once
 # identity.t and registration.t (which cover the three configurations
-# themselves); on the rseq_debug=1 boot, a control that makes a system call
+# themselves); with the registrations of libc and of the library, the
+# allocator's conformance test and its stress (and once more with cid
+# index and with RSEQKIT_DISABLE=1), as static programs whose malloc is rseqkit's; on the rseq_debug=1 boot, a control that makes a system call
 # inside a section must be caught.  FULL=1 runs primitives.t and
 # negative-primitives.t in every configuration of every boot (several
 # minutes more per boot).
@@ -75,7 +77,8 @@ fi
 # ---- static programs and /init ----
 progs="$SBUILD/bin/rseqkit-info $SBUILD/tests/identity.t $SBUILD/tests/registration.t
        $SBUILD/tests/primitives.t $SBUILD/tests/negative-primitives.t $SBUILD/tests/slice.t
-       $SBUILD/tests/structures.t $SBUILD/bin/slice-bench"
+       $SBUILD/tests/structures.t $SBUILD/bin/slice-bench
+       $SBUILD/tests/static/malloc_conform.t $SBUILD/tests/static/malloc_stress.t"
 stress=
 if [ -f tools/rseqkit-stress.c ]; then
 	stress=1
@@ -119,6 +122,17 @@ commands() {
 				echo "$cfg.slice-bench $env /bin/slice-bench --check"
 		fi
 		case $2 in *rseq_debug=1*) echo "$cfg.syscall-in-section $env /bin/syscall-in-section" ;; esac
+		# The allocator (static programs whose malloc is rseqkit's):
+		# its conformance test and its stress, in both index modes and
+		# without rseq, on the registrations of libc and of rseqkit.
+		if [ "$3" != 1 ] && [ $cfg != own-area ]; then
+			echo "$cfg.malloc.conform $env /bin/malloc_conform.t"
+			echo "$cfg.malloc.stress.cpu $env /bin/malloc_stress.t -t 32"
+		fi
+		if [ "$3" != 1 ] && [ $cfg = libc ]; then
+			echo "$cfg.malloc.stress.cid $env RSEQKIT_MALLOC_INDEX=cid /bin/malloc_stress.t -t 32"
+			echo "$cfg.malloc.stress.off $env RSEQKIT_DISABLE=1 /bin/malloc_stress.t -t 32"
+		fi
 		if [ -n "$stress" ]; then
 			for mode in cpu cid; do
 				for t in i s l b m a; do

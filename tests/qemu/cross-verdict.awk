@@ -4,7 +4,8 @@
 #
 # LOG holds init.c's markers (@@rsk kernel/begin/end/done), from a qemu
 # console or from check-cross.sh's native runner.  Commands are labelled:
-#   prim, struct        TAP programs: exit 0, every point ok, plan met
+#   prim, struct,       TAP programs: exit 0, every point ok, plan met
+#   malloc.*
 #   neg                 negative-primitives.t: exit 0 and it saw loss
 #                       ("(N lost)" with N > 0 on an ok line)
 #   info                rseqkit-info --json: available, thread registered,
@@ -58,7 +59,7 @@ function json(key, m) {
 		bad(taps " TAP points for a plan of " plan)
 	if (notok)
 		bad(notok " TAP point(s) not ok")
-	if (cur ~ /^(prim|struct|neg)$/ && plan < 0)
+	if (cur ~ /^(prim|struct|neg|malloc\..*)$/ && plan < 0)
 		bad("no TAP plan")
 	if (cur == "neg") {
 		if (lost > 0)
