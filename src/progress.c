@@ -101,7 +101,7 @@ static __thread struct gate_self gself;
  * (below: one 128-byte slot per thread, kept when the thread exits and
  * reused by a later one, so nothing is lost), with plain stores: the
  * slow path of a process without rseq counts every operation, and an
- * atomic add per event cost as much as the operation.  rsk_stats_process()
+ * atomic add per event costs as much as the operation.  rsk_stats_process()
  * sums the slots.  A thread without a slot of its own (none could be
  * mapped) counts with atomic adds in one 128-byte slot per CPU, mapped at
  * init (rsk_stats_init()), never later: an event may be counted inside a
@@ -1041,8 +1041,8 @@ static __attribute__((noinline)) void drop_plain_rest(struct gate_self *g, intpt
  * operation's path.
  *
  * The gate opens with a plain store when it reads as the plain take left
- * it (no waiters bit): no atomic exchange, which cost as much as the rest
- * of the operation (doc/BENCHMARKS.md).  Nobody else writes a held gate
+ * it (no waiters bit): no atomic exchange, which costs as much as the rest
+ * of the operation.  Nobody else writes a held gate
  * but a waiter setting GATE_WAITERS (or a report's flag), so the store
  * loses nothing but that: a waiter that set the bit between the load and
  * the store, and went to sleep on the futex before the store, is not
