@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <rseqkit/rseqkit.h>
+#include "../../src/env.h" /* rsk_env_bool_: the library's reader of switches */
 #include "../yardstick.h"
 
 #define BATCH_MAX (1u << 20) /* most operations between two reads of the stop flag */

@@ -217,7 +217,7 @@ void progress(const char *fmt, ...)
 	va_list ap;
 
 	if (progress_tty < 0)
-		progress_tty = isatty(2) && !getenv("RSEQKIT_BENCH_NO_PROGRESS");
+		progress_tty = isatty(2) && !rsk_env_bool_("RSEQKIT_BENCH_NO_PROGRESS", 0);
 	if (!progress_tty)
 		return;
 	fflush(stdout);
