@@ -230,7 +230,7 @@ $(BUILD)/tests/%.t: tests/%.sh
 # compiled out.  BENCH_BUILD_DIR: its default output directory is
 # $(BUILD)/bench when it runs from here.
 BENCH_SRC := $(wildcard tools/bench/*.c)
-$(BUILD)/bin/rseqkit-bench: $(BENCH_SRC) $(wildcard tools/bench/*.h) tools/yardstick.h $(STATIC) $(LIB_HDR)
+$(BUILD)/bin/rseqkit-bench: $(BENCH_SRC) $(wildcard tools/bench/*.h) tools/yardstick.h tools/harness.h $(STATIC) $(LIB_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) -DBENCH_BUILD_DIR='"$(abspath $(BUILD))"' $(LDFLAGS) -o $@ $(BENCH_SRC) \
 		$(STATIC) $(LDLIBS) -lm -ldl

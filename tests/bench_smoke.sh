@@ -7,8 +7,8 @@
 # parses (with its workload and pool_memory sections), the summaries
 # printed family by family with targets worded as targets, one SVG plot
 # per family (rendered to PNG where rsvg-convert is), the output
-# directory's rules (checked before the run; the current directory for a
-# binary outside its build tree), the malloc family (five allocators, its
+# directory's rules (checked before the run; ./rseqkit-bench-results for
+# a binary outside its build tree, never the current directory itself), the malloc family (five allocators, its
 # memory section and targets).  Never asserts speed.
 BUILD=${BUILD:-build}
 BENCH=$BUILD/bin/rseqkit-bench
@@ -311,14 +311,16 @@ rc=$?
 [ $rc -eq 1 ] && [ ! -s "$tmp/bad.out" ] && grep -q "cannot write in $tmp/file/sub" "$tmp/bad.err"
 ok $? "an unwritable --outdir fails at once, before the run (exit $rc: $(head -n 1 "$tmp/bad.err"))"
 
-# A binary outside its build tree (as installed) writes to the current
-# directory.
+# A binary outside its build tree (as installed) writes to
+# ./rseqkit-bench-results, and nothing into the current directory itself.
 mkdir -p "$tmp/inst" "$tmp/cwd"
 cp "$BENCH" "$tmp/inst/rseqkit-bench"
 (cd "$tmp/cwd" && "$tmp/inst/rseqkit-bench" --quick --ops cpu-read --reps 1 --no-plots >"$tmp/inst.out" 2>&1)
 rc=$?
-[ $rc -eq 0 ] && [ -s "$tmp/cwd/results.csv" ] && [ -s "$tmp/cwd/results.json" ] &&
-	grep -q "^wrote ./results.csv, ./results.json$" "$tmp/inst.out"
-ok $? "an installed binary writes results.csv and results.json to the current directory (exit $rc)"
+r=$tmp/cwd/rseqkit-bench-results
+[ $rc -eq 0 ] && [ -s "$r/results.csv" ] && [ -s "$r/results.json" ] &&
+	[ "$(ls "$tmp/cwd")" = rseqkit-bench-results ] &&
+	grep -q "^wrote rseqkit-bench-results/results.csv, rseqkit-bench-results/results.json$" "$tmp/inst.out"
+ok $? "an installed binary writes to ./rseqkit-bench-results, not the current directory (exit $rc: $(ls "$tmp/cwd" | tr '\n' ' '))"
 
 [ $fails -eq 0 ]

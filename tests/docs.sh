@@ -8,11 +8,16 @@
 #     group of .ci/packages (the list make deps and .ci/run install);
 #   - rseqkit(7) names every architecture the README does;
 #   - rseqkit-stress refuses an injection point its test lacks;
-#   - the GUIDE's complete example is examples/quota.c.
+#   - the GUIDE's complete example is examples/quota.c;
+#   - rsk_mempool_create(3)'s example builds, runs, and reads other CPUs'
+#     copies through the documented accessor, never with a plain load of
+#     rsk_percpu_ptr(...) (the GUIDE's rule).
 #
-# Environment (set by "make check"): BUILD.
+# Environment (set by "make check"): BUILD, CC, CFLAGS.
 set -u
 BUILD=${BUILD:-build}
+CC=${CC:-cc}
+CFLAGS=${CFLAGS:--O2 -g}
 n=0
 fails=0
 ok() { # ok STATUS DESCRIPTION
@@ -52,6 +57,24 @@ guide=$(awk '/^\*\*A complete example\*\*, \[`examples\/quota.c`\]/ { on = 1 }
 	on && code { print }' doc/GUIDE.md)
 [ -n "$guide" ] && [ "$guide" = "$(sed '1,/^ \*\/$/d' examples/quota.c)" ]
 ok $? "doc/GUIDE.md's complete example is examples/quota.c (after its header comment)"
+
+# rsk_mempool_create(3)'s example, as a program.
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rseqkit-docs.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+ex=$(sed -n '/^\.SH EXAMPLE/,/^\.EE/p' man/rsk_mempool_create.3 | sed '1,2d;$d' |
+	sed 's/\\-/-/g; s/\\e/\\/g')
+{
+	printf '#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n'
+	printf '#include <rseqkit/rseqkit.h>\nint main(void)\n{\n%s\nreturn 0;\n}\n' "$ex"
+} >"$tmp/ex.c"
+# shellcheck disable=SC2086 # CFLAGS is a word list
+$CC -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude -pthread $CFLAGS -o "$tmp/ex" \
+	"$tmp/ex.c" "$BUILD/lib/librseqkit.a" -pthread >"$tmp/cc.log" 2>&1 &&
+	out=$("$tmp/ex") && echo "$out" | grep -qx 'total: 1'
+ok $? "rsk_mempool_create(3)'s example builds with -Wall -Wextra -Werror and runs (total: 1)"
+sed 's/^/# /' "$tmp/cc.log" | head -n 10
+! echo "$ex" | grep -q 'rsk_percpu_ptr([^)]*) *->'
+ok $? "rsk_mempool_create(3)'s example reads no copy with a plain load of rsk_percpu_ptr()"
 
 echo "1..$n"
 [ $fails -eq 0 ]

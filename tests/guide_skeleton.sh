@@ -1,12 +1,20 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# The skeleton of doc/GUIDE.md's section "Adding a structure" is
-# code a newcomer copies: this test extracts its C blocks, builds them
-# against the library's framework (src/internal.h, the injection build of
-# the library) with a small main, and runs it - threads raising per-CPU
-# maxima, checked exactly - as is and with RSEQKIT_DISABLE=1.  TAP.
-# Environment: BUILD (default build), CC (default cc), CFLAGS,
+# The GUIDE's two patterns for a per-CPU structure, each built where its
+# user builds it:
+#   - section 13's skeleton ("Adding a structure") is code a contributor
+#     copies into rseqkit: this test extracts its C blocks, builds them
+#     against the library's framework (src/internal.h, the injection build
+#     of the library) with a small main, and runs it - threads raising
+#     per-CPU maxima, checked exactly - as is and with RSEQKIT_DISABLE=1;
+#   - section 11's pattern for users, a structure of their own in a pool,
+#     is its complete example (examples/quota.c; docs.sh checks the GUIDE
+#     shows that file): built against an installed copy alone (make
+#     install DESTDIR=<tmp>, no -I or -L into the source or build tree)
+#     and run, with and without rseq; and section 11 points users at no
+#     code that needs the uninstalled src/internal.h.
+# TAP.  Environment: BUILD (default build), CC (default cc), CFLAGS,
 # RSEQKIT_ROOT (source root, default: the current directory).
 
 ROOT=${RSEQKIT_ROOT:-$PWD}
@@ -14,10 +22,12 @@ BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 CC=${CC:-cc}
 
-echo "1..3"
+echo "1..7"
+st=0
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rseqkit-skeleton.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT INT TERM
 
+skeleton() {
 # The ```c blocks between that heading and the next "## " heading.
 awk '/^## [0-9]+\. Adding a structure/ { on = 1; next }
      on && /^## / { on = 0 }
@@ -30,7 +40,7 @@ else
 	echo "not ok 1 - no C blocks found in the GUIDE's section 'Adding a structure'"
 	echo "not ok 2 - build # nothing to build"
 	echo "not ok 3 - run # nothing to run"
-	exit 1
+	return 1
 fi
 
 cat >"$dir/main.c" <<'EOF'
@@ -88,7 +98,7 @@ else
 	echo "not ok 2 - the skeleton does not build"
 	sed 's/^/# /' "$dir/cc.log"
 	echo "not ok 3 - run # not built"
-	exit 1
+	return 1
 fi
 
 fail=0
@@ -103,5 +113,65 @@ if [ $fail -eq 0 ]; then
 	echo "ok 3 - the skeleton's maxima are exact, with and without rseq"
 else
 	echo "not ok 3 - the skeleton's maxima are wrong"
+	return 1
+fi
+}
+skeleton || st=1
+
+# ---- section 11: the user's pattern, from an installed copy ----
+# Its paragraphs that mention section 13 or the framework's internals
+# must say they are not installed; and it names its complete example.
+sec11=$(awk '/^## 11\. / { on = 1; next } on && /^## / { exit } on { print }' "$ROOT/doc/GUIDE.md")
+bad=$(echo "$sec11" | awk 'BEGIN { RS = "" } { p = $0; gsub(/\n/, " ", p) }
+	tolower(p) ~ /section 13|internal\.h|rsk_percpu_slow|rsk_percpu_kind/ &&
+	p !~ /not installed/ { print p }')
+if [ -n "$sec11" ] && [ -z "$bad" ] && echo "$sec11" | grep -q 'examples/quota.c'; then
+	echo "ok 4 - GUIDE section 11 points users at its installed-copy pattern, not at src/internal.h"
+else
+	echo "not ok 4 - GUIDE section 11 sends users to code that needs the uninstalled src/internal.h"
+	echo "$bad" | cut -c1-300 | sed 's/^/# /'
+	st=1
+fi
+
+# A make of our own (not a sub-make of make check's), into a DESTDIR.
+inst=$dir/inst
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$ROOT" BUILD="$BUILD" CC="$CC" \
+	PREFIX=/usr/local DESTDIR="$inst" install >"$dir/install.log" 2>&1
+rc=$?
+hdr=$(find "$inst" -path '*/include/rseqkit/rseqkit.h' | head -n 1)
+lib=$(find "$inst" -name librseqkit.a | head -n 1)
+if [ $rc -eq 0 ] && [ -n "$hdr" ] && [ -n "$lib" ]; then
+	echo "ok 5 - make install DESTDIR=<tmp> (headers in ${hdr#"$inst"}, ${lib#"$inst"})"
+else
+	echo "not ok 5 - make install DESTDIR=<tmp> (exit $rc)"
+	tail -n 20 "$dir/install.log" | sed 's/^/# /'
+	echo "not ok 6 - build # not installed"
+	echo "not ok 7 - run # not installed"
 	exit 1
 fi
+incdir=${hdr%/rseqkit/rseqkit.h}
+# From $dir: nothing of the source tree is on the include path.
+if (cd "$dir" && $CC -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror $CFLAGS -I"$incdir" \
+	-o quota "$ROOT/examples/quota.c" "$lib" -pthread >"$dir/quota-cc.log" 2>&1); then
+	echo "ok 6 - section 11's pattern (examples/quota.c) builds against the installed copy alone"
+else
+	echo "not ok 6 - section 11's pattern does not build against the installed copy"
+	sed 's/^/# /' "$dir/quota-cc.log" | head -n 20
+	echo "not ok 7 - run # not built"
+	exit 1
+fi
+fail=0
+for env in "" RSEQKIT_DISABLE=1; do
+	if ! env $env timeout 120 "$dir/quota" >"$dir/quota.log" 2>&1; then
+		fail=1
+		echo "# failed${env:+ with $env}:"
+		sed 's/^/# /' "$dir/quota.log"
+	fi
+done
+if [ $fail -eq 0 ]; then
+	echo "ok 7 - it runs exact, with and without rseq ($(head -n 1 "$dir/quota.log"))"
+else
+	echo "not ok 7 - section 11's pattern, installed, is wrong"
+	st=1
+fi
+exit $st

@@ -95,6 +95,14 @@ ok $? "installed files present${missing:+ (missing:$missing)}"
 "$prefix/bin/rseqkit-info" >"$tmp/info.out" 2>&1
 ok $? "installed rseqkit-info runs"
 
+# The benchmark's switches stay in tools/bench (its ungated rows take the
+# gate out with tools/bench/ungated.h): no installed header names a BENCH
+# symbol.
+grep -rlE '_BENCH|BENCH_' "$prefix/include" >"$tmp/bench-hdrs"
+[ ! -s "$tmp/bench-hdrs" ]
+ok $? "no installed header mentions a BENCH symbol$([ -s "$tmp/bench-hdrs" ] &&
+	printf ' (found in: %s)' "$(sed "s|^$prefix/||" "$tmp/bench-hdrs" | tr '\n' ' ')")"
+
 # --- the shared object ------------------------------------------------------
 so=$prefix/lib/librseqkit.so
 readelf -d "$so" | grep -q 'Library soname: \[librseqkit\.so\.0\]'

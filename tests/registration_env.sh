@@ -178,21 +178,60 @@ envcase() {
 		ok $? "$*: one warning '$want_err', then $want_out"
 	fi
 }
-envcase "ignoring RSEQKIT_DISABLE=yes (expected 0 or 1; using 0)" "owner=libc" RSEQKIT_DISABLE=yes
-envcase "ignoring RSEQKIT_DISABLE=2 (expected 0 or 1; using 0)" "owner=libc" RSEQKIT_DISABLE=2
-envcase "" "owner=none" RSEQKIT_DISABLE=1
-envcase "" "owner=libc" RSEQKIT_DISABLE=0
+# Every switch takes 1/yes/true/on and 0/no/false/off, in any case.
+for v in 1 yes YES true True on ON; do
+	envcase "" "owner=none" RSEQKIT_DISABLE=$v
+done
+for v in 0 no No false FALSE off Off; do
+	envcase "" "owner=libc" RSEQKIT_DISABLE=$v
+done
+bool_why="expected 1/yes/true/on or 0/no/false/off"
+envcase "ignoring RSEQKIT_DISABLE=2 ($bool_why; using 0)" "owner=libc" RSEQKIT_DISABLE=2
+envcase "ignoring RSEQKIT_DISABLE=yess ($bool_why; using 0)" "owner=libc" RSEQKIT_DISABLE=yess
+envcase "ignoring RSEQKIT_DISABLE=o ($bool_why; using 0)" "owner=libc" RSEQKIT_DISABLE=o
+envcase "" "owner=none" RSEQKIT_CHECK_THREADS=on
+envcase "" "owner=libc" RSEQKIT_CHECK_THREADS=false
+envcase "ignoring RSEQKIT_CHECK_THREADS=sometimes ($bool_why; using 0)" "owner=libc" \
+	RSEQKIT_CHECK_THREADS=sometimes
 envcase "ignoring RSEQKIT_ABORT_LIMIT=abc (expected a number from 1 to 1073741824; using 16)" \
 	"abort_limit=16" RSEQKIT_ABORT_LIMIT=abc
 envcase "ignoring RSEQKIT_ABORT_LIMIT=0 (" "abort_limit=16" RSEQKIT_ABORT_LIMIT=0
 envcase "ignoring RSEQKIT_ABORT_LIMIT=5x (" "abort_limit=16" RSEQKIT_ABORT_LIMIT=5x
 envcase "ignoring RSEQKIT_ABORT_LIMIT=-3 (" "abort_limit=16" RSEQKIT_ABORT_LIMIT=-3
 envcase "" "abort_limit=5" RSEQKIT_ABORT_LIMIT=5
-envcase "ignoring RSEQKIT_OWN_AREA=yes (expected 0 or 1; using 1)" "owner=library" \
-	GLIBC_TUNABLES=glibc.pthread.rseq=0 RSEQKIT_OWN_AREA=yes
-envcase "ignoring RSEQKIT_OWN_AREA=0 (glibc's reserved area is no longer registered" \
-	"reason=\"registered by rseqkit (own area)" GLIBC_TUNABLES=glibc.pthread.rseq=0 RSEQKIT_OWN_AREA=0
+envcase "ignoring RSEQKIT_OWN_AREA=maybe ($bool_why; using 1)" "owner=library" \
+	GLIBC_TUNABLES=glibc.pthread.rseq=0 RSEQKIT_OWN_AREA=maybe
+for v in 0 off; do
+	envcase "ignoring RSEQKIT_OWN_AREA=$v (glibc's reserved area is no longer registered" \
+		"reason=\"registered by rseqkit (own area)" GLIBC_TUNABLES=glibc.pthread.rseq=0 \
+		RSEQKIT_OWN_AREA=$v
+done
 envcase "" "owner=library" GLIBC_TUNABLES=glibc.pthread.rseq=0 RSEQKIT_OWN_AREA=1
+envcase "" "owner=library" GLIBC_TUNABLES=glibc.pthread.rseq=0 RSEQKIT_OWN_AREA=Yes
+
+# The malloc's switches and the tools' read the same way (the library's
+# one reader): RSEQKIT_MALLOC_STATS prints the statistics at exit.
+mso=$BUILD/lib/librseqkit-malloc.so
+if [ -e "$mso" ]; then
+	for v in 1 yes TRUE on; do
+		out=$(env LD_PRELOAD="$mso" RSEQKIT_MALLOC_STATS=$v "$tmp/prog-shared" 2>&1)
+		has "$out" "rseqkit-malloc: index"
+		ok $? "RSEQKIT_MALLOC_STATS=$v: librseqkit-malloc.so prints its statistics"
+	done
+	for v in 0 no off; do
+		out=$(env LD_PRELOAD="$mso" RSEQKIT_MALLOC_STATS=$v "$tmp/prog-shared" 2>&1)
+		! has "$out" "rseqkit-malloc:"
+		ok $? "RSEQKIT_MALLOC_STATS=$v: no statistics"
+	done
+	out=$(env LD_PRELOAD="$mso" RSEQKIT_MALLOC_STATS=loud "$tmp/prog-shared" 2>&1)
+	has "$out" "ignoring RSEQKIT_MALLOC_STATS=loud ($bool_why; using 0)" && ! has "$out" "rseqkit-malloc:"
+	ok $? "RSEQKIT_MALLOC_STATS=loud: warned about, no statistics"
+else
+	echo "ok $((n += 1)) # SKIP $mso not built (make malloc)"
+fi
+out=$(env RSEQKIT_DISABLE=yes "$INFO" --json)
+has "$out" '"owner": "none"'
+ok $? "rseqkit-info with RSEQKIT_DISABLE=yes: owner none"
 
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -13,7 +13,8 @@
  *      per-thread design (an array of 10,000 per thread) at 4 x CPUs
  *      threads; and the time to sum all 10,000 in each design.
  *
- * Timings: medians of REPS repetitions taken round-robin over the rivals.
+ * Timings: medians of REPS repetitions taken round-robin over the rivals
+ * (tools/harness.h, the clock and statistics rseqkit-bench uses).
  * Usage: mempool-bench [--quick].  Exit status 0, or 1 if a result was
  * wrong (a sum that does not match).
  */
@@ -25,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <rseqkit/rseqkit.h>
+#include "harness.h"
 
 #define NCOUNTERS 10000
 #define MAX_REPS 15
@@ -34,23 +36,7 @@ static long ops = 2000000;
 
 static double now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
+	return (double)harness_now_ns();
 }
 
 static long rss_bytes(void)
@@ -68,11 +54,7 @@ static long rss_bytes(void)
 
 static void pin(int cpu)
 {
-	cpu_set_t s;
-
-	CPU_ZERO(&s);
-	CPU_SET(cpu, &s);
-	sched_setaffinity(0, sizeof(s), &s);
+	harness_pin_thread(cpu);
 }
 
 static cpu_set_t allowed;
@@ -106,25 +88,34 @@ static double alloc_calloc(long n)
 	return (now_ns() - t0) / (double)n;
 }
 
+struct alloc_reps {
+	struct rsk_mempool *p;
+	long n;
+	double t[2][MAX_REPS];
+};
+
+static void alloc_rep(void *arg, int rival, int rep)
+{
+	struct alloc_reps *a = arg;
+
+	a->t[rival][rep] = rival == 0 ? alloc_pool(a->p, a->n) : alloc_calloc(a->n);
+}
+
 static void row_alloc(void)
 {
 	struct rsk_mempool_config cfg = {.size = 8};
-	struct rsk_mempool *p;
-	double a[MAX_REPS], b[MAX_REPS], ma, mb;
-	long n = ops / 10;
+	struct alloc_reps a = {.n = ops / 10};
+	double ma, mb;
 
-	rsk_mempool_create(&p, &cfg);
-	alloc_pool(p, n / 10);
-	alloc_calloc(n / 10);
-	for (int r = 0; r < reps; r++) {
-		a[r] = alloc_pool(p, n);
-		b[r] = alloc_calloc(n);
-	}
-	ma = median(a, reps);
-	mb = median(b, reps);
+	rsk_mempool_create(&a.p, &cfg);
+	alloc_pool(a.p, a.n / 10);
+	alloc_calloc(a.n / 10);
+	harness_round_robin(2, reps, alloc_rep, &a);
+	ma = harness_median(a.t[0], reps);
+	mb = harness_median(a.t[1], reps);
 	printf("%-58s %8.1f ns   %-34s %8.1f ns   ratio %.2f\n", "alloc+free per-CPU object: rsk_mempool_zalloc+free", ma,
 	       "calloc(possible, 128)+free", mb, ma / mb);
-	rsk_mempool_destroy(p);
+	rsk_mempool_destroy(a.p);
 }
 
 /* --- 2. counter add ------------------------------------------------------- */
@@ -147,13 +138,28 @@ static double add_counter(struct rsk_counter *c, long n)
 	return (now_ns() - t0) / (double)n;
 }
 
+struct add_reps {
+	struct rsk_mempool *p;
+	intptr_t *c;
+	struct rsk_counter *rc;
+	double t[2][MAX_REPS];
+};
+
+static void add_rep(void *arg, int rival, int rep)
+{
+	struct add_reps *a = arg;
+
+	a->t[rival][rep] = rival == 0 ? add_pool(a->p, a->c, ops) : add_counter(a->rc, ops);
+}
+
 static void row_add(void)
 {
 	struct rsk_mempool_config cfg = {.size = sizeof(intptr_t)};
+	struct add_reps a;
 	struct rsk_mempool *p;
 	struct rsk_counter *rc;
 	intptr_t *c, s1, s2;
-	double a[MAX_REPS], b[MAX_REPS], ma, mb;
+	double ma, mb;
 	long total = 0;
 
 	rsk_mempool_create(&p, &cfg);
@@ -163,11 +169,11 @@ static void row_add(void)
 	add_pool(p, c, ops / 10);
 	add_counter(rc, ops / 10);
 	total += ops / 10;
-	for (int r = 0; r < reps; r++) {
-		a[r] = add_pool(p, c, ops);
-		b[r] = add_counter(rc, ops);
-		total += ops;
-	}
+	a.p = p;
+	a.c = c;
+	a.rc = rc;
+	harness_round_robin(2, reps, add_rep, &a);
+	total += ops * reps;
 	sched_setaffinity(0, sizeof(allowed), &allowed);
 	rsk_pcounter_sum(p, c, &s1);
 	rsk_counter_sum(rc, &s2);
@@ -175,8 +181,8 @@ static void row_add(void)
 		fprintf(stderr, "counter add: sums %ld, %ld, expected %ld\n", (long)s1, (long)s2, total);
 		failed = 1;
 	}
-	ma = median(a, reps);
-	mb = median(b, reps);
+	ma = harness_median(a.t[0], reps);
+	mb = harness_median(a.t[1], reps);
 	printf("%-58s %8.2f ns   %-34s %8.2f ns   ratio %.2f\n", "counter add, 1 pinned thread: rsk_pcounter_add", ma,
 	       "rsk_counter_add", mb, ma / mb);
 	rsk_mempool_destroy(p);
@@ -194,6 +200,7 @@ struct tl_thread {
 	pthread_t tid;
 };
 static struct tl_thread *tls;
+static intptr_t many_sums[3]; /* the last sums of row_many()'s designs */
 static int ntl;
 static pthread_barrier_t tl_done, tl_exit;
 
@@ -248,13 +255,21 @@ static double sum_tl(intptr_t *out)
 	return now_ns() - t0;
 }
 
+static void sum_rep(void *arg, int rival, int rep)
+{
+	double(*t)[MAX_REPS] = arg;
+	intptr_t *sum = &many_sums[rival];
+
+	t[rival][rep] = rival == 0 ? sum_pool(sum) : rival == 1 ? sum_counter(sum) : sum_tl(sum);
+}
+
 static void row_many(void)
 {
 	struct rsk_mempool_config cfg = {.size = sizeof(intptr_t)};
 	struct rsk_mempool_stats st;
 	long r0, m_pool, m_counter, m_tl;
-	double a[MAX_REPS], b[MAX_REPS], c[MAX_REPS];
-	intptr_t sa = 0, sb = 0, sc = 0;
+	double t[3][MAX_REPS];
+	intptr_t sa, sb, sc;
 	int nr = rsk_possible_cpus();
 
 	/* The arrays of handles are the caller's, not the designs' cost. */
@@ -305,16 +320,16 @@ static void row_many(void)
 	printf("%-58s %8ld B    ratio pool/this %.3f (%d threads; RSS also counts their stacks)\n",
 	       "10,000 counters, memory: per-thread arrays", m_tl, (double)m_pool / (double)m_tl, ntl);
 
-	for (int r = 0; r < reps; r++) {
-		a[r] = sum_pool(&sa);
-		b[r] = sum_counter(&sb);
-		c[r] = sum_tl(&sc);
-	}
+	harness_round_robin(3, reps, sum_rep, t);
+	sa = many_sums[0];
+	sb = many_sums[1];
+	sc = many_sums[2];
 	if (sa != (intptr_t)NCOUNTERS * ncpus || sb != sa || sc != (intptr_t)NCOUNTERS * ntl) {
 		fprintf(stderr, "10,000 counters: sums %ld %ld %ld\n", (long)sa, (long)sb, (long)sc);
 		failed = 1;
 	}
-	double ma = median(a, reps), mb = median(b, reps), mc = median(c, reps);
+	double ma = harness_median(t[0], reps), mb = harness_median(t[1], reps),
+	       mc = harness_median(t[2], reps);
 	printf("%-58s %8.0f us   rsk_counter %.0f us (ratio %.2f), per-thread %.0f us (ratio %.2f)\n",
 	       "10,000 counters, time to sum all: pool-backed", ma / 1e3, mb / 1e3, ma / mb, mc / 1e3, ma / mc);
 

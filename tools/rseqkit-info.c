@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <rseqkit/rseqkit.h>
+#include "../src/env.h" /* rsk_env_bool_: the library's reader of switches */
 
 static void json_string(const char *s)
 {
@@ -43,9 +44,8 @@ static const char *slice_why(const struct rsk_status *st)
 		return "kernel before 7.0";
 	if (st->registered_size <= RSK_ABI_LEGACY_LEN)
 		return "32-byte registration: offered to longer ones only";
-	const char *off = getenv("RSEQKIT_NO_SLICE");
-	if (off != NULL && strcmp(off, "1") == 0)
-		return "RSEQKIT_NO_SLICE=1";
+	if (rsk_env_bool_("RSEQKIT_NO_SLICE", 0))
+		return "RSEQKIT_NO_SLICE set";
 	return "kernel built without it, or rseq_slice_ext=0";
 }
 

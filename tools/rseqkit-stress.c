@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <rseqkit/rseqkit.h>
+#include "../src/env.h" /* rsk_env_bool_: the library's reader of switches */
 
 #ifndef RSEQKIT_INJECT
 #error "rseqkit-stress needs the injection build (-DRSEQKIT_INJECT)"
@@ -950,7 +951,7 @@ int main(int argc, char **argv)
 
 	/* -d: the library decides at start-up whether to use rseq; tell it
 	 * not to, and start again. */
-	if (opt.disable && getenv("RSEQKIT_DISABLE") == NULL) {
+	if (opt.disable && !rsk_env_bool_("RSEQKIT_DISABLE", 0)) {
 		setenv("RSEQKIT_DISABLE", "1", 1);
 		execv("/proc/self/exe", argv);
 		fprintf(stderr, "%s: cannot re-execute itself for -d: %s\n", argv[0], strerror(errno));

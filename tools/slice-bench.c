@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <rseqkit/rseqkit.h>
+#include "harness.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #endif
@@ -79,19 +80,13 @@ static uint64_t ticks(void)
 	 * clock source in a VM) would end a granted extension. */
 	return __rdtsc();
 #else
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return harness_now_ns();
 #endif
 }
 
 static double now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	return harness_now_s();
 }
 
 static unsigned bucket(uint64_t v)
@@ -295,6 +290,27 @@ static void print_row(enum row row, const struct result *r, const struct result 
 	printf("\n");
 }
 
+/* The rows of one run, in order (tools/harness.h); the row without the
+ * extension runs in a child (RSEQKIT_NO_SLICE=1: the switch is per
+ * process). */
+struct rows_run {
+	int nthreads;
+	double secs;
+	struct result *res;
+	int err;
+};
+
+static void one_row(void *arg, int r, int rep)
+{
+	struct rows_run *a = arg;
+
+	(void)rep;
+	if (r == ROW_WITHOUT)
+		a->err |= run_child("/proc/self/exe", ROW_WITHOUT, a->nthreads, a->secs, &a->res[r]);
+	else
+		a->err |= run_row((enum row)r, a->nthreads, a->secs, &a->res[r]);
+}
+
 int main(int argc, char **argv)
 {
 	int nthreads = 0, check = 0, result_fd = -1;
@@ -352,9 +368,9 @@ int main(int argc, char **argv)
 	       "time-slice extension %s\n",
 	       nthreads, sysconf(_SC_NPROCESSORS_ONLN), secs,
 	       offered ? "offered" : "not offered here (the \"extension\" row runs without it)");
-	err |= run_row(ROW_WITH, nthreads, secs, &res[ROW_WITH]);
-	err |= run_child("/proc/self/exe", ROW_WITHOUT, nthreads, secs, &res[ROW_WITHOUT]);
-	err |= run_row(ROW_MUTEX, nthreads, secs, &res[ROW_MUTEX]);
+	struct rows_run rr = {nthreads, secs, res, 0};
+	harness_round_robin(NROWS, 1, one_row, &rr);
+	err |= rr.err;
 	printf("  %-24s %9s %9s %9s %9s %10s %8s %9s   %s\n", "row", "Mops/s", "p50 us", "p99 us",
 	       "p99.9 us", "preempted", "per Mop", "grants", "vs without");
 	for (int r = 0; r < NROWS; r++)

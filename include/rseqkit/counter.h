@@ -57,8 +57,8 @@ struct rsk_counter_part {
 	intptr_t gate;	/* always 0: never closed.  The x86-64 section loads
 			 * it, as the guard parts' nonzero words stop the
 			 * section of a thread that is not registered
-			 * (<rseqkit/percpu.h>, "Guard parts"); measured, that
-			 * costs less than a sign test (doc/BENCHMARKS.md) */
+			 * (<rseqkit/percpu.h>, "Guard parts"); that load
+			 * costs less than a sign test of the index */
 	intptr_t spill; /* atomic adds of threads without a section */
 	intptr_t base;	/* subtracted: moved by exchanges, under lock */
 	intptr_t lock;	/* orders exchanges (a gate without a fence) */

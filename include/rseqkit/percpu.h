@@ -212,21 +212,9 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
 #endif
 
 /* Not API: the gated arch operation `op` on the index field at ioff, for
- * an area and index from rsk_percpu_enter_().
- *
- * RSEQKIT_BENCH_UNGATED_ (Not API) is for rseqkit-bench's ungated rows
- * alone (tools/bench/ungated.c defines it before any rseqkit header): it
- * compiles the gate out of these fast paths - the plain rsk_arch_<op>_at
- * instead of the gated twin, in the generic form below - to measure what
- * the gate costs.  Without the gate a slow path cannot stop a section:
- * never for real use.  Where it is not defined, nothing here changes. */
-#ifdef RSEQKIT_BENCH_UNGATED_
-#define RSK_PERCPU_GATED_(op, area, ioff, idx, gate, ...)                      \
-	((void)(gate), rsk_arch_##op##_at((area), (ioff), (idx), __VA_ARGS__))
-#else
+ * an area and index from rsk_percpu_enter_(). */
 #define RSK_PERCPU_GATED_(op, area, ioff, idx, gate, ...)                      \
 	rsk_arch_gated_##op##_at((area), (ioff), (idx), __VA_ARGS__, (gate))
-#endif
 #ifdef RSK_TSAN
 /* Under ThreadSanitizer a section also releases its part's gate word
  * before it, and acquires it after a commit (<rseqkit/tsan.h>). */
@@ -303,7 +291,7 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		if ((head) == 2)                                               \
 			goto cmpfail;                                          \
 	} while (0)
-#elif defined(RSK_ARCH_HAS_PART_OPS) && !defined(RSK_TSAN) && !defined(RSEQKIT_BENCH_UNGATED_)
+#elif defined(RSK_ARCH_HAS_PART_OPS) && !defined(RSK_TSAN)
 /* (Under ThreadSanitizer the generic ones below: their part, and so the
  * key of their annotation, is known before the section.) */
 /* The section arms its descriptor before it reads the index: an area

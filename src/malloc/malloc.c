@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "../internal.h"
+#include "../env.h"
 #include <rseqkit/malloc.h>
 #include <rseqkit/pool.h>
 
@@ -287,8 +288,8 @@ static int env_is(const char *name, const char *value)
 static void do_init(void)
 {
 	rsk_init_once();
-	check_mode = env_is("RSEQKIT_MALLOC_CHECK", "1");
-	stats_at_exit = env_is("RSEQKIT_MALLOC_STATS", "1");
+	check_mode = rsk_env_bool_("RSEQKIT_MALLOC_CHECK", 0);
+	stats_at_exit = rsk_env_bool_("RSEQKIT_MALLOC_STATS", 0);
 	if (stats_at_exit) {
 		/* Standard error as it is now: programs such as coreutils'
 		 * close it at exit, before the destructors run. */

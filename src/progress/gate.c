@@ -820,8 +820,8 @@ static __attribute__((noinline)) void drop_plain_rest(struct gate_self *g, intpt
  * operation's path.
  *
  * The gate opens with a plain store when it reads as the plain take left
- * it (no waiters bit): no atomic exchange, which cost as much as the rest
- * of the operation (doc/BENCHMARKS.md).  Nobody else writes a held gate
+ * it (no waiters bit): no atomic exchange, which costs as much as the rest
+ * of the operation.  Nobody else writes a held gate
  * but a waiter setting GATE_WAITERS (or a report's flag), so the store
  * loses nothing but that: a waiter that set the bit between the load and
  * the store, and went to sleep on the futex before the store, is not

@@ -13,7 +13,7 @@
  * (below: one 128-byte slot per thread, kept when the thread exits and
  * reused by a later one, so nothing is lost), with plain stores: the
  * slow path of a process without rseq counts every operation, and an
- * atomic add per event cost as much as the operation.  rsk_stats_process()
+ * atomic add per event costs as much as the operation.  rsk_stats_process()
  * sums the slots.  A thread without a slot of its own (none could be
  * mapped) counts with atomic adds in one 128-byte slot per CPU, mapped at
  * init (rsk_stats_init()), never later: an event may be counted inside a

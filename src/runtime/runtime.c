@@ -42,6 +42,7 @@
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include "internal.h"
+#include "env.h"
 
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
 extern const unsigned int __rseq_size __attribute__((weak));
@@ -295,17 +296,33 @@ static void warn_env(const char *name, const char *value, const char *instead)
 		(void)!write(STDERR_FILENO, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
 }
 
-/* A 0/1 switch: unset or empty is `dflt`; anything else but "0" and "1"
- * is warned about (once: the runtime reads each variable once, at init). */
-static int env_switch(const char *name, int dflt)
+/* Whether v is `word` in any case (ASCII: no locale at initialisation). */
+static int env_word(const char *v, const char *word)
 {
+	for (; *word != '\0'; v++, word++)
+		if ((*v >= 'A' && *v <= 'Z' ? *v - 'A' + 'a' : *v) != *word)
+			return 0;
+	return *v == '\0';
+}
+
+/* src/env.h.  Warned about once: each variable is read once, at init. */
+int rsk_env_bool_(const char *name, int dflt)
+{
+	static const char *const yes[] = {"1", "yes", "true", "on"};
+	static const char *const no[] = {"0", "no", "false", "off"};
 	const char *v = getenv(name);
 
 	if (v == NULL || v[0] == '\0')
 		return dflt;
-	if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
-		return v[0] == '1';
-	warn_env(name, v, dflt ? "expected 0 or 1; using 1" : "expected 0 or 1; using 0");
+	for (unsigned i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (env_word(v, yes[i]))
+			return 1;
+		if (env_word(v, no[i]))
+			return 0;
+	}
+	warn_env(name, v,
+		 dflt ? "expected 1/yes/true/on or 0/no/false/off; using 1"
+		      : "expected 1/yes/true/on or 0/no/false/off; using 0");
 	return dflt;
 }
 
@@ -385,7 +402,7 @@ static void decide_owner(struct rsk_process *p, ptrdiff_t *offset)
 {
 	long r;
 
-	if (env_switch("RSEQKIT_DISABLE", 0)) {
+	if (rsk_env_bool_("RSEQKIT_DISABLE", 0)) {
 		/* The user's word: run every operation through the slow paths
 		 * (for tests and for ruling rseq out while debugging). */
 		p->owner = RSK_OWNER_NONE;
@@ -393,13 +410,10 @@ static void decide_owner(struct rsk_process *p, ptrdiff_t *offset)
 		return;
 	}
 	/* Always our own area now; the variable stays accepted. */
-	const char *own = getenv("RSEQKIT_OWN_AREA");
-	if (own != NULL && strcmp(own, "0") == 0)
-		warn_env("RSEQKIT_OWN_AREA", own,
+	if (!rsk_env_bool_("RSEQKIT_OWN_AREA", 1))
+		warn_env("RSEQKIT_OWN_AREA", getenv("RSEQKIT_OWN_AREA"),
 			 "glibc's reserved area is no longer registered: glibc would abort the process "
 			 "when it fails to register a new thread; using rseqkit's own area");
-	else
-		(void)env_switch("RSEQKIT_OWN_AREA", 1);
 	if (&__rseq_size != NULL && __rseq_size != 0) {
 		p->owner = RSK_OWNER_LIBC;
 		/* glibc allocates at least 32 bytes even when it reports 20. */
@@ -526,7 +540,7 @@ void rsk_init_once(void)
 	 * inline fast paths start using it as soon as it is nonzero. */
 	offset = 0;
 	decide_owner(p, &offset);
-	if (env_switch("RSEQKIT_CHECK_THREADS", 0)) {
+	if (rsk_env_bool_("RSEQKIT_CHECK_THREADS", 0)) {
 		/* The user's word: check each operation's thread (see
 		 * rsk_check_thread_()); sections are off, so that every
 		 * operation comes to the out-of-line code that checks. */
@@ -548,7 +562,7 @@ void rsk_init_once(void)
 	p->cid_for_structures = rsk_fast.cid_ok &&
 				(p->owner == RSK_OWNER_LIBC || p->own_area);
 	/* RSEQKIT_NO_SLICE=1: the user's word (and slice-bench's row without). */
-	rsk_fast.slice_ok = !env_switch("RSEQKIT_NO_SLICE", 0) && rsk_slice_offered_(p);
+	rsk_fast.slice_ok = !rsk_env_bool_("RSEQKIT_NO_SLICE", 0) && rsk_slice_offered_(p);
 	__atomic_store_n(&rsk_fast.area_offset, p->owner != RSK_OWNER_NONE ? offset : 0,
 			 __ATOMIC_RELEASE);
 	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);

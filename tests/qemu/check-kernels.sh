@@ -141,8 +141,8 @@ commands() {
 			done
 			echo "$cfg.stress.cpu.signal $env /bin/rseqkit-stress -T b -t 8 -r 2000 -7 -1 -m 8 -k -y"
 			# The negative control, three tries: one catching it is
-			# enough, and one try alone missed now and then (2 of 4
-			# boots of one run, 2026-12-05).
+			# enough, and one try alone misses now and then (about
+			# one boot in two).
 			for try in 1 2 3; do
 				echo "$cfg.negstress.$try $env /bin/rseqkit-stress-noarm -T b -t 8 -r 500 -3 20000"
 			done

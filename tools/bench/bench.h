@@ -25,17 +25,14 @@
  * first in its file, each declared with BENCH_LOOP_DECL(name) and defined
  * as BENCH_LOOP(name); the rest of the file is inside #ifndef
  * BENCH_UNGATED.  ungated.c includes the family files again with
- * BENCH_UNGATED defined: there <rseqkit/percpu.h> compiles the gate out of
- * every fast path (RSEQKIT_BENCH_UNGATED_), only the loops are compiled,
+ * BENCH_UNGATED defined, after ungated.h, which compiles the gate out of
+ * every fast path of that file (the installed headers have no switch for
+ * it); there only the loops are compiled,
  * and each is named name_ungated.  So the rseqkit-ungated rows run the
  * library's own fast-path code, minus the gate: nothing copied by hand.
  */
 #ifndef RSEQKIT_BENCH_H
 #define RSEQKIT_BENCH_H
-
-#ifdef BENCH_UNGATED
-#define RSEQKIT_BENCH_UNGATED_ 1
-#endif
 
 #include <errno.h>
 #include <pthread.h>
@@ -47,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <rseqkit/rseqkit.h>
+#include "../../src/env.h" /* rsk_env_bool_: the library's reader of switches */
 #include "../yardstick.h"
 
 #define BATCH_MAX (1u << 20) /* most operations between two reads of the stop flag */

@@ -173,13 +173,14 @@ void helpers_stop(void)
 int helper_serve(int rfd, int wfd)
 {
 	FILE *in = fdopen(rfd, "r"), *out = fdopen(wfd, "w");
-	const char *disable = getenv("RSEQKIT_DISABLE"), *preload = getenv("LD_PRELOAD");
+	const char *preload = getenv("LD_PRELOAD");
+	int disable = rsk_env_bool_("RSEQKIT_DISABLE", 0);
 	char line[256];
 
 	if (!in || !out)
 		return 1;
 	rsk_init();
-	if (disable && !strcmp(disable, "1")) {
+	if (disable) {
 		struct rsk_status st;
 		rsk_status(&st);
 		if (st.available) {

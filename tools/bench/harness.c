@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tools/bench/harness.c - timing, pinning, repetitions, interleaving.
+ * tools/bench/harness.c - timing, pinning, repetitions, interleaving, on
+ * the clock, pinning, median and round-robin of ../harness.h (which
+ * mempool-bench and slice-bench use too).
  *
  *   - one row = (operation, implementation, thread count);
  *   - a run starts the threads, releases them together, lets them loop for
@@ -21,22 +23,16 @@
 #include <time.h>
 #include <unistd.h>
 #include "bench.h"
+#include "../harness.h"
 
 uint64_t now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return harness_now_ns();
 }
 
 void pin_self(int cpu)
 {
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	harness_pin_thread(cpu);
 }
 
 void *bench_alloc(size_t bytes)
@@ -191,37 +187,25 @@ bool row_runs_at(const struct impl *im, int nt, int tmax)
 	return true;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void summarise(struct row *r)
 {
 	double v[r->nsamples > 0 ? r->nsamples : 1];
 
 	for (int i = 0; i < r->nsamples; i++)
 		v[i] = r->s[i].ns_per_op;
-	r->ns_per_op = median(v, r->nsamples);
+	r->ns_per_op = harness_median(v, r->nsamples);
 	r->ns_min = v[0];
 	r->ns_max = v[r->nsamples - 1];
 	r->spread_pct = (v[r->nsamples - 1] - v[0]) / r->ns_per_op * 100.0;
 	for (int i = 0; i < r->nsamples; i++)
 		v[i] = r->s[i].mops;
-	r->mops = median(v, r->nsamples);
+	r->mops = harness_median(v, r->nsamples);
 	for (int i = 0; i < r->nsamples; i++)
 		v[i] = r->s[i].p50;
-	r->p50 = median(v, r->nsamples);
+	r->p50 = harness_median(v, r->nsamples);
 	for (int i = 0; i < r->nsamples; i++)
 		v[i] = r->s[i].p99;
-	r->p99 = median(v, r->nsamples);
+	r->p99 = harness_median(v, r->nsamples);
 }
 
 /* The progress line: on a terminal (stderr) only, rewritten in place. */
@@ -233,7 +217,7 @@ void progress(const char *fmt, ...)
 	va_list ap;
 
 	if (progress_tty < 0)
-		progress_tty = isatty(2) && !getenv("RSEQKIT_BENCH_NO_PROGRESS");
+		progress_tty = isatty(2) && !rsk_env_bool_("RSEQKIT_BENCH_NO_PROGRESS", 0);
 	if (!progress_tty)
 		return;
 	fflush(stdout);
@@ -260,6 +244,39 @@ static bool op_selected(const char *op, const char *const *ops, int nops)
 		if (!strcmp(ops[o], op))
 			return true;
 	return false;
+}
+
+/* One repetition of one row of run_op(). */
+struct op_reps {
+	const struct family *fam;
+	const char *op;
+	int nt;
+	const int *pins;
+	const struct config *cfg;
+	struct row *rows;
+};
+
+static void one_rep(void *arg, int i, int rep)
+{
+	const struct op_reps *a = arg;
+	struct row *r = &a->rows[i];
+	int rc = 1;
+
+	if (r->failed)
+		return;
+	progress("%s: %s, %s, %d thread%s, repetition %d/%d", a->fam->name, a->op, r->im->name,
+		 a->nt, a->nt > 1 ? "s" : "", rep + 1, a->cfg->reps);
+	for (int try = 0; try < 3 && rc == 1; try++)
+		rc = run_row(r->im, a->nt, a->pins, a->cfg->ms, &r->s[r->nsamples]);
+	if (rc == 1) {
+		progress_clear();
+		fprintf(stderr, "rseqkit-bench: %s/%s, %d threads: no operation done\n", r->im->op,
+			r->im->name, a->nt);
+	}
+	if (rc != 0)
+		r->failed = true;
+	else
+		r->nsamples++;
 }
 
 /* One op of a family at one thread count: warm-up, then the repetitions
@@ -295,26 +312,8 @@ static int run_op(const struct family *fam, const char *op, int nt, int tmax,
 			r->failed = true;
 	}
 	/* Round-robin: rep 1 of every impl, then rep 2, ... */
-	for (int rep = 0; rep < cfg->reps; rep++)
-		for (int i = first; i < *nrows; i++) {
-			struct row *r = &rows[i];
-			if (r->failed)
-				continue;
-			progress("%s: %s, %s, %d thread%s, repetition %d/%d", fam->name, op,
-				 r->im->name, nt, nt > 1 ? "s" : "", rep + 1, cfg->reps);
-			int rc = 1;
-			for (int try = 0; try < 3 && rc == 1; try++)
-				rc = run_row(r->im, nt, pins, cfg->ms, &r->s[r->nsamples]);
-			if (rc == 1) {
-				progress_clear();
-				fprintf(stderr, "rseqkit-bench: %s/%s, %d threads: no operation done\n",
-					r->im->op, r->im->name, nt);
-			}
-			if (rc != 0)
-				r->failed = true;
-			else
-				r->nsamples++;
-		}
+	struct op_reps a = {fam, op, nt, pins, cfg, rows + first};
+	harness_round_robin(*nrows - first, cfg->reps, one_rep, &a);
 	for (int i = first; i < *nrows; i++) {
 		if (rows[i].failed)
 			failures++;

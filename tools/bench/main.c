@@ -78,8 +78,8 @@ static void usage(FILE *f, const char *argv0)
 		"  --reps N         timed repetitions per row (default 7, quick 3)\n"
 		"  --ms N           length of one run in ms (default 150, quick 10)\n"
 		"  --outdir DIR     where results.csv, results.json and the plots go (default:\n"
-		"                   BUILD/bench for the binary in a build tree, else the\n"
-		"                   current directory)\n"
+		"                   BUILD/bench for the binary in a build tree, else\n"
+		"                   ./rseqkit-bench-results)\n"
 		"  --csv FILE       CSV path (default OUTDIR/results.csv)\n"
 		"  --json FILE      JSON path (default OUTDIR/results.json)\n"
 		"  --no-plots       no SVG plots\n"
@@ -154,8 +154,9 @@ static void dir_of(const char *path, char *dir, size_t len)
 }
 
 /* The default output directory: BUILD/bench when this is the binary of the
- * build tree it was built in (BENCH_BUILD_DIR, from the Makefile), else the
- * current directory (an installed binary). */
+ * build tree it was built in (BENCH_BUILD_DIR, from the Makefile), else
+ * ./rseqkit-bench-results (an installed binary): a directory of its own, so
+ * that its files never land among the user's. */
 static void default_outdir(char *buf, size_t len)
 {
 #ifdef BENCH_BUILD_DIR
@@ -170,7 +171,7 @@ static void default_outdir(char *buf, size_t len)
 		}
 	}
 #endif
-	snprintf(buf, len, ".");
+	snprintf(buf, len, "rseqkit-bench-results");
 }
 
 /* Whether a name is an op or a family. */
