@@ -96,6 +96,12 @@ struct rsk_malloc_stats {
 	int caches;		/* per-CPU caches created, all classes */
 	int mode;		/* the index mode in effect: 0 CPU, 1 mm_cid */
 	int check;		/* RSEQKIT_MALLOC_CHECK in effect */
+	/* The per-CPU caches' adaptive capacities (rseqkit-malloc(7),
+	 * "Cache capacity"): */
+	size_t cpu_bound;	/* bound on the bytes one CPU's caches hold */
+	size_t cpu_cached_max;	/* bytes of free objects in the fullest CPU's caches */
+	size_t cpu_capacity_max; /* the largest sum over one CPU's classes of
+				    capacity x class size, bytes (<= cpu_bound) */
 };
 
 /*
