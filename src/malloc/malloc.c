@@ -4,8 +4,9 @@
  *
  * Small objects (up to SMALL_MAX) are rounded up to one of NCLASS size
  * classes, and each class is an rseqkit pool (<rseqkit/pool.h>): a cache
- * per CPU (or mm_cid) popped and pushed in one gated rseqkit section each,
- * refilled from and flushed to the pool's depot (a central free list per
+ * per CPU (or mm_cid), in one region per CPU for all classes, popped and
+ * pushed in one gated rseqkit section each, refilled from and flushed to
+ * the pool's depot (a central free list per
  * class, under a fork-aware lock) in batches of half a cache, and a depot
  * of slabs (spans of pages aligned to their size) mapped with mmap.  The
  * pools' slow paths carry rseqkit's progress protocol: threads and
@@ -19,10 +20,11 @@
  * unmapped.  Large blocks (above SMALL_MAX, or aligned beyond 4 KiB) are
  * mapped one by one; their first page's entry holds their page count.
  *
- * Hot path: malloc is a size-to-class computation, a load of the class's
- * pool and one inline section (rsk_pool_try_alloc_); free is the page-map
- * look-up (two loads) and one inline section (rsk_pool_try_free_).  No
- * atomic instruction, no call unless a cache is empty or full.
+ * Hot path: malloc is a size-to-class computation, the loads of the
+ * cache's count and capacity at addresses computed from the CPU index and
+ * the class ("the per-CPU caches" below), and one inline section; free is
+ * the page-map look-up (two loads) and the same.  No atomic instruction,
+ * no call unless a cache is empty or full.
  *
  * Nothing here calls malloc: metadata is mapped.  Calls made while the
  * first call is initialising (rseqkit's own initialisation may reach
