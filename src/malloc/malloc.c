@@ -991,7 +991,8 @@ ALWAYS_INLINE void do_free(void *p)
 {
 	uintptr_t e = pm_get(p);
 
-	if (LIKELY((e & 3) == E_SMALL)) {
+	/* Entries are never 3: bit 0 alone tells a small object. */
+	if (LIKELY(e & E_SMALL)) {
 		unsigned c = (unsigned)(e >> 2);
 		int ret = cache_try_push(c, p);
 		if (LIKELY(ret == RSK_OK))
