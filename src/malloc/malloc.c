@@ -153,6 +153,52 @@ static int pm_set(const void *base, size_t bytes, uintptr_t v, int first_only)
 	return 0;
 }
 
+/* ---- the class map ----
+ *
+ * free()'s first look-up: one byte per 64 KiB of the address space (a
+ * slab is at least 64 KiB and aligned to its size, so each granule is
+ * one slab's or none), the class + 1 of the slab there, 0 elsewhere
+ * (large blocks, the bootstrap area, foreign pointers: the page map
+ * decides).  Reserved at initialisation (2 GiB of address space over 47
+ * bits, 64 KiB on 32-bit; MAP_NORESERVE, so only the pages written to
+ * describe slabs are backed), it is a single load with no pointer to
+ * follow; where it cannot be reserved (an address-space limit) cm_n stays
+ * 0 and every free asks the page map.
+ */
+#define CM_SHIFT 16
+#if UINTPTR_MAX > 0xffffffffu
+#define CM_N ((uintptr_t)1 << (47 - CM_SHIFT))
+#else
+#define CM_N ((uintptr_t)1 << (32 - CM_SHIFT))
+#endif
+
+static unsigned char *cm_base;
+static uintptr_t cm_n; /* atomic: CM_N once cm_base is mapped, else 0 */
+
+static void cm_init(void)
+{
+	void *m = mmap(NULL, CM_N, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+
+	if (m == MAP_FAILED)
+		return;
+	cm_base = m;
+	__atomic_store_n(&cm_n, CM_N, __ATOMIC_RELEASE);
+}
+
+/* Granules [base, base + bytes) to v (class + 1, or 0); a range the map
+ * does not cover exactly is left to the page map. */
+static void cm_set(const void *base, size_t bytes, unsigned v)
+{
+	uintptr_t g = (uintptr_t)base >> CM_SHIFT, n = bytes >> CM_SHIFT;
+	uintptr_t mask = ((uintptr_t)1 << CM_SHIFT) - 1;
+
+	if (cm_base == NULL || (((uintptr_t)base | bytes) & mask) != 0 || g >= CM_N || n > CM_N - g)
+		return;
+	for (uintptr_t i = 0; i < n; i++)
+		__atomic_store_n(&cm_base[g + i], (unsigned char)v, __ATOMIC_RELAXED);
+}
+
 /* ---- process state ---- */
 
 static struct rsk_pool *pools[NCLASS];	   /* every class's pool, once made */
@@ -355,6 +401,7 @@ static void cache_init(void)
 	int nr = rsk_possible_cpus();
 	void *m;
 
+	cm_init();
 	for (unsigned c = 0; c < NCLASS; c++)
 		init_bytes += start_capacity(c) * class_size(c);
 	if (nr <= 0)
@@ -421,8 +468,15 @@ static NOINLINE int ensure_init(void)
 static int slab_hook(void *arg, void *base, size_t bytes, int mapped)
 {
 	unsigned c = (unsigned)(uintptr_t)arg;
+	int r;
 
-	return pm_set(base, bytes, mapped ? ((uintptr_t)c << 2) | E_SMALL : 0, 0);
+	/* The class map says "small" only while the page map does too. */
+	if (!mapped)
+		cm_set(base, bytes, 0);
+	r = pm_set(base, bytes, mapped ? ((uintptr_t)c << 2) | E_SMALL : 0, 0);
+	if (mapped && r == 0)
+		cm_set(base, bytes, c + 1);
+	return r;
 }
 
 /* Largest cache capacity of class c: about 64 KiB of objects per CPU,
@@ -987,22 +1041,39 @@ static NOINLINE void free_slow(void *p, uintptr_t e)
 	bad_pointer("free of a pointer never returned by malloc:", p);
 }
 
-ALWAYS_INLINE void do_free(void *p)
+/* free() past the class map: the page map's small objects (where the
+ * class map is not mapped), large blocks, the bootstrap area, NULL. */
+static NOINLINE void free_paged(void *p)
 {
 	uintptr_t e = pm_get(p);
 
-	/* Entries are never 3: bit 0 alone tells a small object. */
-	if (LIKELY(e & E_SMALL)) {
+	if (e & E_SMALL) {
 		unsigned c = (unsigned)(e >> 2);
 		int ret = cache_try_push(c, p);
-		if (LIKELY(ret == RSK_OK))
-			return;
-		free_small_slow(p, c, ret);
+		if (ret != RSK_OK)
+			free_small_slow(p, c, ret);
 		return;
 	}
 	if (p == NULL)
 		return;
 	free_slow(p, e);
+}
+
+ALWAYS_INLINE void do_free(void *p)
+{
+	uintptr_t g = (uintptr_t)p >> CM_SHIFT;
+
+	if (LIKELY(g < __atomic_load_n(&cm_n, __ATOMIC_ACQUIRE))) {
+		unsigned b = __atomic_load_n(&cm_base[g], __ATOMIC_RELAXED);
+		if (LIKELY(b != 0)) {
+			int ret = cache_try_push(b - 1, p);
+			if (LIKELY(ret == RSK_OK))
+				return;
+			free_small_slow(p, b - 1, ret);
+			return;
+		}
+	}
+	free_paged(p);
 }
 
 /* Usable bytes of a live block. */
