@@ -355,6 +355,16 @@ int rsk_pool_debug_state_(struct rsk_pool *p, const void *obj);
 intptr_t *rsk_pool_depot_lock_(struct rsk_pool *p);
 #endif
 
+/* Before any use of p: its caches are the caller's zeroed memory, part i
+ * at base + i * stride (at least the pool's part size), every one in use
+ * at once; limits (or NULL) gives each a soft capacity, part i's at
+ * limits[i * limit_stride], which the slow paths refill and flush by
+ * (half of it per batch) and the caller's own fast paths compare with.
+ * rseqkit's malloc (src/malloc/) puts all its classes' caches of one CPU
+ * in one region this way. */
+void rsk_pool_set_parts_(struct rsk_pool *p, char *base, size_t stride, const uint32_t *limits,
+			 size_t limit_stride);
+
 /* Whether the calling thread holds *lock (a gate or such a lock). */
 int rsk_lock_mine_(const intptr_t *lock);
 

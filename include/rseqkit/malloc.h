@@ -90,12 +90,18 @@ struct rsk_malloc_stats {
 	size_t central;		/* bytes of free objects in the central lists */
 	size_t large_blocks;	/* large allocations (mapped one by one) */
 	size_t large_bytes;	/* their bytes */
-	size_t metadata;	/* bytes mapped for the page map and the caches' arrays */
+	size_t metadata;	/* bytes mapped for the page map and the CPUs' cache regions in use */
 	size_t rss;		/* the process's resident set (/proc/self/statm), bytes */
 	int classes;		/* size classes */
-	int caches;		/* per-CPU caches created, all classes */
+	int caches;		/* per-CPU caches in use, all classes and CPUs */
 	int mode;		/* the index mode in effect: 0 CPU, 1 mm_cid */
 	int check;		/* RSEQKIT_MALLOC_CHECK in effect */
+	/* The per-CPU caches' adaptive capacities (rseqkit-malloc(7),
+	 * "Cache capacity"): */
+	size_t cpu_bound;	/* bound on the bytes one CPU's caches hold */
+	size_t cpu_cached_max;	/* bytes of free objects in the fullest CPU's caches */
+	size_t cpu_capacity_max; /* the largest sum over one CPU's classes of
+				    capacity x class size, bytes (<= cpu_bound) */
 };
 
 /*

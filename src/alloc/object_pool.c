@@ -75,6 +75,12 @@ struct pool_impl {
 	size_t part_bytes;
 	intptr_t batch;		      /* objects moved per refill / flush */
 	char *parts;		      /* nr * part_bytes, mapped (NULL: one map each) */
+	/* rsk_pool_set_parts_(): the caches live in the caller's memory,
+	 * part i at parts + i * part_stride, with a soft capacity each. */
+	size_t part_stride;	      /* part_bytes unless set */
+	int parts_ext;		      /* parts is the caller's: never unmapped */
+	const uint32_t *limits;	      /* NULL, or part i's capacity at limits[i * limit_stride] */
+	size_t limit_stride;
 	size_t ncaches;		      /* atomic */
 	intptr_t *xbuf[POOL_XFER_BUFS]; /* capacity + 1 objects each */
 	int xbusy[POOL_XFER_BUFS];
@@ -580,6 +586,7 @@ int rsk_pool_create_in_(struct rsk_pool **out, const struct rsk_pool_config *cfg
 	/* The caches' address space, touched (and so backed) part by part;
 	 * if it cannot be reserved, each cache is mapped on first use. */
 	pi->parts = map_zeroed(pi->part_bytes * (size_t)nr);
+	pi->part_stride = pi->part_bytes;
 	*out = &pi->pub;
 	return 0;
 }
@@ -600,7 +607,9 @@ RSK_EXPORT int rsk_pool_destroy(struct rsk_pool *p)
 		slab_unlink(pi, s);
 		slab_unmap(pi, s);
 	}
-	if (pi->parts != NULL)
+	if (pi->parts_ext)
+		; /* the caller's memory */
+	else if (pi->parts != NULL)
 		munmap(pi->parts, pi->part_bytes * (size_t)p->nr);
 	else
 		for (int i = 0; i < p->nr; i++)
@@ -629,13 +638,57 @@ void rsk_pool_set_slab_hook_(struct rsk_pool *p, int (*hook)(void *arg, void *ba
 	impl(p)->slab_hook = hook;
 }
 
+void rsk_pool_set_parts_(struct rsk_pool *p, char *base, size_t stride, const uint32_t *limits,
+			 size_t limit_stride)
+{
+	struct pool_impl *pi = impl(p);
+
+	if (pi->parts != NULL && !pi->parts_ext)
+		munmap(pi->parts, pi->part_bytes * (size_t)p->nr);
+	pi->parts = base;
+	pi->part_stride = stride;
+	pi->parts_ext = 1;
+	pi->limits = limits;
+	pi->limit_stride = limit_stride;
+	/* Every part exists from now on: the caller's fast paths reach them
+	 * by address, not through part[]. */
+	for (int i = 0; i < p->nr; i++)
+		__atomic_store_n(&p->part[i], (struct rsk_pool_part *)(void *)(base + (size_t)i * stride),
+				 __ATOMIC_RELEASE);
+}
+
+/* Cache idx's capacity: the pool's, or its soft capacity (at most the
+ * pool's, at least 1) where rsk_pool_set_parts_() gave one.  A cache may
+ * hold more than its soft capacity for a moment after it shrank: every
+ * room computed from it is clamped at 0. */
+static intptr_t part_cap(const struct pool_impl *pi, int idx)
+{
+	intptr_t v;
+
+	if (pi->limits == NULL)
+		return pi->pub.capacity;
+	v = (intptr_t)__atomic_load_n(&pi->limits[(size_t)idx * pi->limit_stride], __ATOMIC_RELAXED);
+	return v < 1 ? 1 : v > pi->pub.capacity ? pi->pub.capacity : v;
+}
+
+/* Objects moved per refill or flush of cache idx: half its capacity. */
+static intptr_t part_batch(const struct pool_impl *pi, int idx)
+{
+	return pi->limits == NULL ? pi->batch : (part_cap(pi, idx) + 1) / 2;
+}
+
+static size_t room_of(intptr_t cap, intptr_t count)
+{
+	return count < cap ? (size_t)(cap - count) : 0;
+}
+
 /* The cache of part idx, created on first use (NULL if out of memory:
  * the caller works on the depot directly).  Lock-free, no malloc. */
 static __attribute__((noinline)) struct rsk_pool_part *make_part(struct pool_impl *pi, int idx)
 {
 	struct rsk_pool_part *c, *none = NULL;
 
-	c = pi->parts != NULL ? (struct rsk_pool_part *)(void *)(pi->parts + (size_t)idx * pi->part_bytes)
+	c = pi->parts != NULL ? (struct rsk_pool_part *)(void *)(pi->parts + (size_t)idx * pi->part_stride)
 			      : map_zeroed(pi->part_bytes);
 	if (c == NULL)
 		return NULL;
@@ -730,7 +783,7 @@ static long cache_fill(struct pool_impl *pi, int idx, const intptr_t *objs, size
 	if (err != 0)
 		return err;
 	count = c->count;
-	k = (size_t)(pi->pub.capacity - count);
+	k = room_of(part_cap(pi, idx), count);
 	if (k > n)
 		k = n;
 	slots_store(&c->slot[count], objs, k);
@@ -757,8 +810,8 @@ static int cache_push(struct pool_impl *pi, int idx, intptr_t obj, struct xfer *
 	if (err != 0)
 		return err;
 	count = c->count;
-	if (count >= pi->pub.capacity) {
-		size_t n = (size_t)pi->batch;
+	if (count >= part_cap(pi, idx)) {
+		size_t n = (size_t)part_batch(pi, idx);
 		if (x == NULL) {
 			open_part(pi, c, idx);
 			return -ENOSPC;
@@ -801,7 +854,7 @@ static int cache_move_here(struct pool_impl *pi, int idx, int in, intptr_t *objs
 
 	for (int t = 0; c != NULL && t < HERE_TRIES; t++) {
 		intptr_t count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
-		size_t room = in ? (size_t)(pi->pub.capacity - count) : (size_t)count;
+		size_t room = in ? room_of(part_cap(pi, idx), count) : (size_t)count;
 		intptr_t k = (intptr_t)(room < n ? room : n);
 		int r;
 
@@ -845,7 +898,7 @@ static int other_push(struct pool_impl *pi, int idx, intptr_t obj)
 		int j = (idx + k) % pi->pub.nr;
 		struct rsk_pool_part *c = __atomic_load_n(&pi->pub.part[j], __ATOMIC_ACQUIRE);
 
-		if (c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) < pi->pub.capacity &&
+		if (c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) < part_cap(pi, j) &&
 		    cache_push(pi, j, obj, NULL, NULL) == 0)
 			return 0;
 	}
@@ -866,7 +919,7 @@ static intptr_t refill(struct pool_impl *pi, int idx, int use_cache, int *err)
 	intptr_t obj = 0;
 
 	xfer_get(pi, &x);
-	want = use_cache ? 1 + (size_t)pi->batch : 1;
+	want = use_cache ? 1 + (size_t)part_batch(pi, idx) : 1;
 	if (want > x.cap)
 		want = x.cap;
 	got = depot_take(pi, x.buf, want, err);
@@ -929,7 +982,7 @@ static inline __attribute__((always_inline)) int free_plain(struct pool_impl *pi
 	if (c == NULL || rsk_gate_take_plain_at_(g, &c->gate, idx, "pool", pi) != 0)
 		return 0;
 	count = c->count;
-	if (__builtin_expect(count >= pi->pub.capacity, 0)) {
+	if (__builtin_expect(count >= part_cap(pi, idx), 0)) {
 		rsk_gate_drop_plain_at_(g, &c->gate, idx, 0);
 		return 0;
 	}
@@ -1033,7 +1086,7 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 	 * and a scratch buffer, taken only when the cache looks full.  Whether
 	 * the depot is the caller's is asked only then, or when the push
 	 * fails: in a process without rseq every free comes here. */
-	full = c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) >= p->capacity;
+	full = c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) >= part_cap(pi, idx);
 	asked = full;
 	/* held: a signal handler on top of its thread's hold, which takes
 	 * nothing it would wait for: no flush (its batch might have to go
@@ -1045,7 +1098,7 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 		size_t n;
 
 		xfer_get(pi, &x);
-		n = (size_t)pi->batch < x.cap ? (size_t)pi->batch : x.cap;
+		n = (size_t)part_batch(pi, idx) < x.cap ? (size_t)part_batch(pi, idx) : x.cap;
 		/* The thread's own full cache: a section moves a batch out
 		 * (to the depot), then the fast path has room for obj. */
 		if (cache_move_here(pi, idx, 0, x.buf, n, &moved)) {

@@ -4,8 +4,9 @@
  *
  * Small objects (up to SMALL_MAX) are rounded up to one of NCLASS size
  * classes, and each class is an rseqkit pool (<rseqkit/pool.h>): a cache
- * per CPU (or mm_cid) popped and pushed in one gated rseqkit section each,
- * refilled from and flushed to the pool's depot (a central free list per
+ * per CPU (or mm_cid), in one region per CPU for all classes, popped and
+ * pushed in one gated rseqkit section each, refilled from and flushed to
+ * the pool's depot (a central free list per
  * class, under a fork-aware lock) in batches of half a cache, and a depot
  * of slabs (spans of pages aligned to their size) mapped with mmap.  The
  * pools' slow paths carry rseqkit's progress protocol: threads and
@@ -19,10 +20,11 @@
  * unmapped.  Large blocks (above SMALL_MAX, or aligned beyond 4 KiB) are
  * mapped one by one; their first page's entry holds their page count.
  *
- * Hot path: malloc is a size-to-class computation, a load of the class's
- * pool and one inline section (rsk_pool_try_alloc_); free is the page-map
- * look-up (two loads) and one inline section (rsk_pool_try_free_).  No
- * atomic instruction, no call unless a cache is empty or full.
+ * Hot path: malloc is a size-to-class computation, the loads of the
+ * cache's count and capacity at addresses computed from the CPU index and
+ * the class ("the per-CPU caches" below), and one inline section; free is
+ * the page-map look-up (two loads) and the same.  No atomic instruction,
+ * no call unless a cache is empty or full.
  *
  * Nothing here calls malloc: metadata is mapped.  Calls made while the
  * first call is initialising (rseqkit's own initialisation may reach
@@ -152,16 +154,120 @@ static int pm_set(const void *base, size_t bytes, uintptr_t v, int first_only)
 	return 0;
 }
 
+/* ---- the class map ----
+ *
+ * free()'s first look-up: one byte per 64 KiB of the address space (a
+ * slab is at least 64 KiB and aligned to its size, so each granule is
+ * one slab's or none), the class + 1 of the slab there, 0 elsewhere
+ * (large blocks, the bootstrap area, foreign pointers: the page map
+ * decides).  Reserved at initialisation (2 GiB of address space over 47
+ * bits, 64 KiB on 32-bit; MAP_NORESERVE, so only the pages written to
+ * describe slabs are backed), it is a single load with no pointer to
+ * follow; where it cannot be reserved (an address-space limit) cm_n stays
+ * 0 and every free asks the page map.
+ */
+#define CM_SHIFT 16
+#if UINTPTR_MAX > 0xffffffffu
+#define CM_N ((uintptr_t)1 << (47 - CM_SHIFT))
+#else
+#define CM_N ((uintptr_t)1 << (32 - CM_SHIFT))
+#endif
+
+static unsigned char *cm_base;
+static uintptr_t cm_n; /* atomic: CM_N once cm_base is mapped, else 0 */
+
+static void cm_init(void)
+{
+	void *m = mmap(NULL, CM_N, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+
+	if (m == MAP_FAILED)
+		return;
+	cm_base = m;
+	__atomic_store_n(&cm_n, CM_N, __ATOMIC_RELEASE);
+}
+
+/* Granules [base, base + bytes) to v (class + 1, or 0); a range the map
+ * does not cover exactly is left to the page map. */
+static void cm_set(const void *base, size_t bytes, unsigned v)
+{
+	uintptr_t g = (uintptr_t)base >> CM_SHIFT, n = bytes >> CM_SHIFT;
+	uintptr_t mask = ((uintptr_t)1 << CM_SHIFT) - 1;
+
+	if (cm_base == NULL || (((uintptr_t)base | bytes) & mask) != 0 || g >= CM_N || n > CM_N - g)
+		return;
+	for (uintptr_t i = 0; i < n; i++)
+		__atomic_store_n(&cm_base[g + i], (unsigned char)v, __ATOMIC_RELAXED);
+}
+
 /* ---- process state ---- */
 
 static struct rsk_pool *pools[NCLASS];	   /* every class's pool, once made */
-static struct rsk_pool *fast_pools[NCLASS]; /* the same, NULL in check mode: the
-					       hot paths then go to the slow ones */
 static intptr_t pools_lock;		   /* making a pool (rsk_lock_take_) */
 static enum rsk_index_mode index_mode = RSK_INDEX_CPU;
 static int check_mode, stats_at_exit, stats_fd = 2;
 static size_t large_blocks, large_bytes; /* atomic */
 static long last_release_ns;		 /* atomic: the last timed release */
+
+/* ---- the per-CPU caches ----
+ *
+ * One region per CPU (or mm_cid) holds the caches of every class: a
+ * header with each class's soft capacity, then one cache per class (a
+ * pool part: count, gate, CAP_MAX slots) at a fixed offset.  The fast
+ * paths compute both addresses from the region's base, the index and the
+ * class, and load the capacity and the count side by side: no pointer to
+ * a pool or a part on the way to the section.  The pools
+ * (rsk_pool_set_parts_) keep their slow paths - refill, flush, gates,
+ * fences, the depot - on the same memory.
+ *
+ * Capacity.  A class's cache on a CPU starts with room for 4 KiB of
+ * objects (at least one object, at most its pool's capacity: 64 KiB of
+ * objects, 2 to 126) and doubles, up to that capacity, when it runs
+ * empty on malloc or full on free (each a refill or flush of half of it),
+ * as long as the sum over the CPU's classes of capacity x size stays
+ * within CPU_BOUND.  The timed release (at most once a second) halves,
+ * down to the start, every cache that had no such miss since the last
+ * one, and drains one holding more than its new capacity: a CPU's caches
+ * never hold more than CPU_BOUND bytes (but for the moment between a
+ * shrink and its drain), and idle ones give their objects back.
+ */
+#define CAP_MAX	   126
+#define PART_BYTES ((size_t)1024) /* count, gate, CAP_MAX slots */
+#define CPU_BOUND  ((size_t)3 << 20)
+
+struct cpu_hdr {
+	uint32_t lim[NCLASS];  /* soft capacity (objects); 0: not set yet */
+	size_t grown;	       /* atomic: bytes of capacity above the classes' start */
+	int used;	       /* a slow path has run on this index */
+	uint32_t miss[NCLASS] __attribute__((aligned(128))); /* empty or full */
+	uint32_t seen[NCLASS] __attribute__((aligned(128))); /* miss at the last release */
+} __attribute__((aligned(128)));
+
+/* Powers of two, so that the fast paths' addresses are shifts and adds. */
+#define HDR_BYTES ((sizeof(struct cpu_hdr) + 127) & ~(size_t)127)
+#define CPU_SHIFT 16
+#define CPU_BYTES ((size_t)1 << CPU_SHIFT)
+_Static_assert(HDR_BYTES + NCLASS * PART_BYTES <= CPU_BYTES, "a CPU's caches fit its region");
+_Static_assert(offsetof(struct rsk_pool_part, slot) + CAP_MAX * sizeof(intptr_t) <= PART_BYTES,
+	       "a class's cache fits its part");
+
+static char *cache_base;	     /* cache_nr regions of CPU_BYTES; NULL: none */
+static int cache_nr;
+static uint32_t fast_ioff, fast_nr; /* the area field of the index, and cache_nr or
+				       0 (no rseq, check mode): the fast paths' */
+static enum rsk_index_mode fast_mode;
+static size_t init_bytes;	     /* the classes' starting capacities, in bytes */
+
+ALWAYS_INLINE struct cpu_hdr *hdr_of(uint32_t i)
+{
+	return (struct cpu_hdr *)(void *)(cache_base + ((size_t)i << CPU_SHIFT));
+}
+
+ALWAYS_INLINE struct rsk_pool_part *part_of(uint32_t i, unsigned c)
+{
+	return (struct rsk_pool_part *)(void *)(cache_base + ((size_t)i << CPU_SHIFT) + HDR_BYTES +
+						(size_t)c * PART_BYTES);
+}
 
 /* Initialisation: 0 not started, 1 running (init_tid), 2 done. */
 static int init_state;
@@ -285,6 +391,38 @@ static int env_is(const char *name, const char *value)
 	return v != NULL && strcmp(v, value) == 0;
 }
 
+static size_t class_size(unsigned c);
+static long class_capacity(unsigned c);
+static uint32_t start_capacity(unsigned c);
+
+/* The caches' regions, and the fast paths' view of the index. */
+static void cache_init(void)
+{
+	struct rsk_percpu_head h;
+	int nr = rsk_possible_cpus();
+	void *m;
+
+	cm_init();
+	for (unsigned c = 0; c < NCLASS; c++)
+		init_bytes += start_capacity(c) * class_size(c);
+	if (nr <= 0)
+		return;
+	m = mmap(NULL, (size_t)nr * CPU_BYTES, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return; /* the pools' own caches, through their slow paths */
+	memset(&h, 0, sizeof(h));
+	h.mode = rsk_percpu_effective_mode(index_mode);
+	h.nr = nr;
+	rsk_percpu_init_head(&h);
+	cache_base = m;
+	cache_nr = nr;
+	fast_mode = h.mode;
+	fast_ioff = h.index_offset_;
+	/* Check mode: every call goes to the slow paths, which check. */
+	__atomic_store_n(&fast_nr, check_mode ? 0 : h.fast_nr_, __ATOMIC_RELEASE);
+}
+
 static void do_init(void)
 {
 	rsk_init_once();
@@ -298,6 +436,7 @@ static void do_init(void)
 			stats_fd = fd;
 	}
 	index_mode = env_is("RSEQKIT_MALLOC_INDEX", "cid") ? RSK_INDEX_CID : RSK_INDEX_CPU;
+	cache_init();
 }
 
 /* 1 when the allocator is ready; 0 when the caller is the thread that is
@@ -330,17 +469,109 @@ static NOINLINE int ensure_init(void)
 static int slab_hook(void *arg, void *base, size_t bytes, int mapped)
 {
 	unsigned c = (unsigned)(uintptr_t)arg;
+	int r;
 
-	return pm_set(base, bytes, mapped ? ((uintptr_t)c << 2) | E_SMALL : 0, 0);
+	/* The class map says "small" only while the page map does too. */
+	if (!mapped)
+		cm_set(base, bytes, 0);
+	r = pm_set(base, bytes, mapped ? ((uintptr_t)c << 2) | E_SMALL : 0, 0);
+	if (mapped && r == 0)
+		cm_set(base, bytes, c + 1);
+	return r;
 }
 
-/* Cache capacity of class c: about 64 KiB of objects per CPU, between 2
- * and 128 objects. */
+/* Largest cache capacity of class c: about 64 KiB of objects per CPU,
+ * between 2 and CAP_MAX (126) objects. */
 static long class_capacity(unsigned c)
 {
 	size_t k = ((size_t)64 << 10) / class_size(c);
 
-	return k < 2 ? 2 : k > 128 ? 128 : (long)k;
+	return k < 2 ? 2 : k > CAP_MAX ? CAP_MAX : (long)k;
+}
+
+/* Its starting capacity: 4 KiB of objects, at least one. */
+static uint32_t start_capacity(unsigned c)
+{
+	size_t k = (size_t)4096 / class_size(c);
+	long max = class_capacity(c);
+
+	return k < 1 ? 1 : k > (size_t)max ? (uint32_t)max : (uint32_t)k;
+}
+
+/*
+ * A slow path of class c on the caller's index: set the cache's capacity
+ * on first use; when the cache was empty (malloc) or full (free), count a
+ * miss and double the capacity, within the CPU's bound.
+ */
+static NOINLINE void cache_miss(unsigned c, int freeing)
+{
+	int idx;
+	struct cpu_hdr *h;
+	uint32_t lim, nl, max = (uint32_t)class_capacity(c);
+	intptr_t count;
+	size_t add, grown, size = class_size(c);
+
+	if (cache_base == NULL || check_mode)
+		return;
+	idx = rsk_percpu_slow_index(fast_mode, cache_nr);
+	h = hdr_of((uint32_t)idx);
+	lim = __atomic_load_n(&h->lim[c], __ATOMIC_RELAXED);
+	if (lim == 0) {
+		uint32_t zero = 0;
+		if (!__atomic_load_n(&h->used, __ATOMIC_RELAXED))
+			__atomic_store_n(&h->used, 1, __ATOMIC_RELAXED);
+		__atomic_compare_exchange_n(&h->lim[c], &zero, start_capacity(c), 0, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
+		return;
+	}
+	count = __atomic_load_n(&part_of((uint32_t)idx, c)->count, __ATOMIC_RELAXED);
+	if (freeing ? count < (intptr_t)lim : count > 0)
+		return; /* not a miss: a gate, an abort, no index */
+	__atomic_add_fetch(&h->miss[c], 1, __ATOMIC_RELAXED);
+	if (lim >= max)
+		return;
+	nl = lim * 2 < max ? lim * 2 : max;
+	add = (size_t)(nl - lim) * size;
+	grown = __atomic_load_n(&h->grown, __ATOMIC_RELAXED);
+	do
+		if (init_bytes + grown + add > CPU_BOUND)
+			return;
+	while (!__atomic_compare_exchange_n(&h->grown, &grown, grown + add, 0, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED));
+	if (!__atomic_compare_exchange_n(&h->lim[c], &lim, nl, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		__atomic_sub_fetch(&h->grown, add, __ATOMIC_RELAXED);
+}
+
+/*
+ * The timed release's pass over the caches: a cache with no miss since
+ * the last pass halves its capacity (down to its start; all: to the start
+ * at once), and one holding more than that is drained.
+ */
+static void cache_shrink(int all)
+{
+	for (int i = 0; cache_base != NULL && i < cache_nr; i++) {
+		struct cpu_hdr *h = hdr_of((uint32_t)i);
+		if (!__atomic_load_n(&h->used, __ATOMIC_RELAXED))
+			continue;
+		for (unsigned c = 0; c < NCLASS; c++) {
+			uint32_t lim = __atomic_load_n(&h->lim[c], __ATOMIC_RELAXED), nl;
+			uint32_t m = __atomic_load_n(&h->miss[c], __ATOMIC_RELAXED), start = start_capacity(c);
+			struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+			int quiet = m == __atomic_load_n(&h->seen[c], __ATOMIC_RELAXED);
+
+			__atomic_store_n(&h->seen[c], m, __ATOMIC_RELAXED);
+			if (lim <= start || (!quiet && !all))
+				continue;
+			nl = all ? start : lim / 2 > start ? lim / 2 : start;
+			if (!__atomic_compare_exchange_n(&h->lim[c], &lim, nl, 0, __ATOMIC_RELAXED,
+							 __ATOMIC_RELAXED))
+				continue; /* it grew meanwhile: busy */
+			__atomic_sub_fetch(&h->grown, (size_t)(lim - nl) * class_size(c), __ATOMIC_RELAXED);
+			if (p != NULL && __atomic_load_n(&part_of((uint32_t)i, c)->count, __ATOMIC_RELAXED) >
+						 (intptr_t)nl)
+				rsk_pool_drain(p, i);
+		}
+	}
 }
 
 /* The pool of class c, made on first use; NULL (errno) if it cannot be. */
@@ -371,9 +602,10 @@ static NOINLINE struct rsk_pool *make_pool(unsigned c)
 		err = rsk_pool_create_in_(&p, &cfg, 1);
 		if (err == 0) {
 			rsk_pool_set_slab_hook_(p, slab_hook, (void *)(uintptr_t)c);
+			if (cache_base != NULL)
+				rsk_pool_set_parts_(p, (char *)part_of(0, c), CPU_BYTES,
+						    &hdr_of(0)->lim[c], CPU_BYTES / sizeof(uint32_t));
 			__atomic_store_n(&pools[c], p, __ATOMIC_RELEASE);
-			if (!check_mode)
-				__atomic_store_n(&fast_pools[c], p, __ATOMIC_RELEASE);
 		} else {
 			p = NULL;
 			errno = -err;
@@ -402,6 +634,8 @@ static int lc_flush(long older);
 static int release_free(int drain)
 {
 	int n = lc_flush(drain ? LONG_MAX : now_ns() - RELEASE_INTERVAL_NS);
+
+	cache_shrink(drain);
 
 	for (unsigned c = 0; c < NCLASS; c++) {
 		struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
@@ -477,6 +711,58 @@ static size_t check_block(unsigned c, void *p, const char *op)
 
 static NOINLINE void *large_alloc(size_t n, size_t align, int zero);
 
+/*
+ * One attempt of the fast paths on class c's cache of the caller's index:
+ * RSK_OK, or what percpu.h's attempts return (RSK_STOPPED also when the
+ * thread cannot run a section here and when the cache is empty or full).
+ * The pop compares the slot it read as well as the count (another thread
+ * on the CPU may have popped and pushed in between); the push commits with
+ * release, so that whoever pops the object sees what its owner wrote.
+ */
+ALWAYS_INLINE int cache_try_pop(unsigned c, intptr_t *obj)
+{
+	uint32_t ioff = fast_ioff, i, lim;
+	rsk_arch_area_t area;
+	struct rsk_pool_part *pt;
+	intptr_t count;
+
+	if (UNLIKELY(!rsk_percpu_enter_(rsk_area_offset_(), ioff,
+					__atomic_load_n(&fast_nr, __ATOMIC_ACQUIRE), &area, &i)))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	pt = part_of(i, c);
+	lim = __atomic_load_n(&hdr_of(i)->lim[c], __ATOMIC_RELAXED);
+	count = __atomic_load_n(&pt->count, __ATOMIC_RELAXED);
+	if (UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)lim))
+		return RSK_STOPPED; /* empty (or above a capacity that shrank): refill */
+	RSK_INJECT_C(8);
+	*obj = __atomic_load_n(&pt->slot[count - 1], __ATOMIC_RELAXED);
+	RSK_INJECT_C(9);
+	return (int)RSK_PERCPU_OP_(cmpcmpstore, ioff, area, i, &pt->gate, &pt->count, count,
+				   &pt->slot[count - 1], *obj, count - 1);
+}
+
+ALWAYS_INLINE int cache_try_push(unsigned c, void *obj)
+{
+	uint32_t ioff = fast_ioff, i, lim;
+	rsk_arch_area_t area;
+	struct rsk_pool_part *pt;
+	intptr_t count;
+
+	if (UNLIKELY(!rsk_percpu_enter_(rsk_area_offset_(), ioff,
+					__atomic_load_n(&fast_nr, __ATOMIC_ACQUIRE), &area, &i)))
+		return RSK_STOPPED;
+	RSK_INJECT_C(7);
+	pt = part_of(i, c);
+	lim = __atomic_load_n(&hdr_of(i)->lim[c], __ATOMIC_RELAXED);
+	count = __atomic_load_n(&pt->count, __ATOMIC_RELAXED);
+	if (UNLIKELY((uintptr_t)count >= (uintptr_t)lim))
+		return RSK_STOPPED; /* full: flush */
+	RSK_INJECT_C(8);
+	return (int)RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &pt->gate, &pt->count,
+				   count, &pt->slot[count], (intptr_t)obj, count + 1);
+}
+
 /* Class c's object, the slow way: the pool made on first use, check mode,
  * a refill.  n and align are what was asked (align 16 for malloc): check
  * mode takes a class with room for its canary. */
@@ -511,10 +797,20 @@ static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
 			check_mark(obj, n, class_size(c));
 		return obj;
 	}
+	{
+		unsigned aborts = 0;
+		intptr_t o;
+		while (rsk_percpu_again(ret, &aborts))
+			if ((ret = cache_try_pop(c, &o)) == RSK_OK)
+				return (void *)o;
+	}
 	/* A refill (or the first use of a class): where memory moves in
 	 * bulk, so the timed release looks here too. */
+	cache_miss(c, 0);
 	maybe_release();
-	obj = rsk_pool_alloc_slow_(p, ret);
+	/* The retries are done: the pool's slow path goes to its gate or
+	 * refills (its own attempts would not know the capacity). */
+	obj = rsk_pool_alloc_slow_(p, RSK_STOPPED);
 	if (obj == NULL && errno != ENOMEM)
 		errno = ENOMEM;
 	return obj;
@@ -522,17 +818,11 @@ static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
 
 ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
 {
-	struct rsk_pool *p = __atomic_load_n(&fast_pools[c], __ATOMIC_ACQUIRE);
 	intptr_t obj;
-	int ret;
+	int ret = cache_try_pop(c, &obj);
 
-	if (LIKELY(p != NULL)) {
-		ret = rsk_pool_try_alloc_(p, &obj, rsk_area_offset_());
-		if (LIKELY(ret == RSK_OK))
-			return (void *)obj;
-	} else {
-		ret = RSK_CMPFAIL;
-	}
+	if (LIKELY(ret == RSK_OK))
+		return (void *)obj;
 	return small_slow(c, n, align, ret);
 }
 
@@ -715,18 +1005,34 @@ ALWAYS_INLINE void *do_malloc(size_t n)
 	return large_alloc(n, 0, 0);
 }
 
-/* free() of a pointer whose entry is not a small object of a fast pool. */
-static NOINLINE void free_slow(void *p, uintptr_t e)
+/* free() of a small object past its first attempt (ret): the retries,
+ * check mode, a flush. */
+static NOINLINE void free_small_slow(void *p, unsigned c, int ret)
 {
-	if ((e & 3) == E_SMALL) {
-		unsigned c = (unsigned)(e >> 2);
-		struct rsk_pool *pl = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
-		if (check_mode)
-			check_block(c, p, "free");
+	struct rsk_pool *pl = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+	unsigned aborts = 0;
+
+	if (check_mode) {
+		check_block(c, p, "free");
 		if (rsk_pool_free(pl, p) != 0)
 			bad_pointer("free of a misaligned pointer", p);
 		return;
 	}
+	if (((uintptr_t)p & (pl->align - 1)) != 0)
+		bad_pointer("free of a misaligned pointer", p);
+	while (rsk_percpu_again(ret, &aborts))
+		if ((ret = cache_try_push(c, p)) == RSK_OK)
+			return;
+	cache_miss(c, 1);
+	/* Room now if the capacity grew. */
+	if (cache_try_push(c, p) == RSK_OK)
+		return;
+	rsk_pool_free_slow_(pl, p, RSK_STOPPED);
+}
+
+/* free() of a pointer whose entry is not a small object. */
+static NOINLINE void free_slow(void *p, uintptr_t e)
+{
 	if ((e & 3) == E_LARGE) {
 		large_free(p, e);
 		return;
@@ -736,23 +1042,39 @@ static NOINLINE void free_slow(void *p, uintptr_t e)
 	bad_pointer("free of a pointer never returned by malloc:", p);
 }
 
-ALWAYS_INLINE void do_free(void *p)
+/* free() past the class map: the page map's small objects (where the
+ * class map is not mapped), large blocks, the bootstrap area, NULL. */
+static NOINLINE void free_paged(void *p)
 {
 	uintptr_t e = pm_get(p);
 
-	if (LIKELY((e & 3) == E_SMALL)) {
-		struct rsk_pool *pl = __atomic_load_n(&fast_pools[e >> 2], __ATOMIC_ACQUIRE);
-		if (LIKELY(pl != NULL)) {
-			int ret = rsk_pool_try_free_(pl, p, rsk_area_offset_());
-			if (LIKELY(ret == RSK_OK))
-				return;
-			rsk_pool_free_slow_(pl, p, ret);
-			return;
-		}
+	if (e & E_SMALL) {
+		unsigned c = (unsigned)(e >> 2);
+		int ret = cache_try_push(c, p);
+		if (ret != RSK_OK)
+			free_small_slow(p, c, ret);
+		return;
 	}
 	if (p == NULL)
 		return;
 	free_slow(p, e);
+}
+
+ALWAYS_INLINE void do_free(void *p)
+{
+	uintptr_t g = (uintptr_t)p >> CM_SHIFT;
+
+	if (LIKELY(g < __atomic_load_n(&cm_n, __ATOMIC_ACQUIRE))) {
+		unsigned b = __atomic_load_n(&cm_base[g], __ATOMIC_RELAXED);
+		if (LIKELY(b != 0)) {
+			int ret = cache_try_push(b - 1, p);
+			if (LIKELY(ret == RSK_OK))
+				return;
+			free_small_slow(p, b - 1, ret);
+			return;
+		}
+	}
+	free_paged(p);
 }
 
 /* Usable bytes of a live block. */
@@ -942,12 +1264,22 @@ static size_t read_rss(void)
 	return v * sys_page();
 }
 
-/* Bytes of free objects in part i of pool p's caches. */
-static size_t part_cached(const struct rsk_pool *p, int i)
+/* Bytes of free objects in index i's caches, and (*cap) the sum of their
+ * capacities in bytes; 0 for an index no slow path has run on. */
+static size_t cpu_cached(int i, size_t *cap)
 {
-	const struct rsk_pool_part *c = __atomic_load_n(&p->part[i], __ATOMIC_ACQUIRE);
+	const struct cpu_hdr *h = hdr_of((uint32_t)i);
+	size_t bytes = 0;
 
-	return c != NULL ? (size_t)__atomic_load_n(&c->count, __ATOMIC_RELAXED) : 0;
+	*cap = 0;
+	if (cache_base == NULL || !__atomic_load_n(&h->used, __ATOMIC_RELAXED))
+		return 0;
+	for (unsigned c = 0; c < NCLASS; c++) {
+		size_t sz = class_size(c);
+		*cap += (size_t)__atomic_load_n(&h->lim[c], __ATOMIC_RELAXED) * sz;
+		bytes += (size_t)__atomic_load_n(&part_of((uint32_t)i, c)->count, __ATOMIC_RELAXED) * sz;
+	}
+	return bytes;
 }
 
 static void stats_fill(struct rsk_malloc_stats *st)
@@ -967,8 +1299,19 @@ static void stats_fill(struct rsk_malloc_stats *st)
 		st->in_use += ps.in_use * sz;
 		st->cached += ps.cached * sz;
 		st->central += ps.depot * sz;
-		st->caches += (int)ps.caches;
-		st->metadata += (size_t)p->nr * ((size_t)p->capacity + 2) * sizeof(intptr_t);
+	}
+	st->cpu_bound = CPU_BOUND;
+	for (int i = 0; i < cache_nr; i++) {
+		size_t cap, bytes = cpu_cached(i, &cap);
+		if (!__atomic_load_n(&hdr_of((uint32_t)i)->used, __ATOMIC_RELAXED))
+			continue;
+		st->metadata += CPU_BYTES;
+		for (unsigned c = 0; c < NCLASS; c++)
+			st->caches += __atomic_load_n(&hdr_of((uint32_t)i)->lim[c], __ATOMIC_RELAXED) != 0;
+		if (bytes > st->cpu_cached_max)
+			st->cpu_cached_max = bytes;
+		if (cap > st->cpu_capacity_max)
+			st->cpu_capacity_max = cap;
 	}
 	st->large_blocks = __atomic_load_n(&large_blocks, __ATOMIC_RELAXED);
 	st->large_bytes = __atomic_load_n(&large_bytes, __ATOMIC_RELAXED);
@@ -982,7 +1325,6 @@ static void stats_print(int fd)
 {
 	struct rsk_malloc_stats st;
 	struct msg m = { .n = 0 };
-	int nr = 0;
 
 	stats_fill(&st);
 	msg_s(&m, "rseqkit-malloc: index ");
@@ -997,7 +1339,6 @@ static void stats_print(int fd)
 		size_t sz = class_size(c);
 		if (p == NULL || rsk_pool_stats(p, &ps) != 0)
 			continue;
-		nr = p->nr;
 		msg_s(&m, "  ");
 		msg_u(&m, c, 5);
 		msg_u(&m, sz, 7);
@@ -1008,20 +1349,19 @@ static void stats_print(int fd)
 		msg_s(&m, "\n");
 		msg_out(&m, fd);
 	}
-	for (int i = 0; i < nr; i++) {
-		size_t bytes = 0;
-		for (unsigned c = 0; c < NCLASS; c++) {
-			struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
-			if (p != NULL)
-				bytes += part_cached(p, i) * class_size(c);
-		}
-		if (bytes == 0)
+	for (int i = 0; i < cache_nr; i++) {
+		size_t cap, bytes = cpu_cached(i, &cap);
+		if (cap == 0)
 			continue;
 		msg_s(&m, "  cache ");
 		msg_u(&m, (unsigned)i, 3);
 		msg_s(&m, ": ");
 		msg_u(&m, bytes, 0);
-		msg_s(&m, " bytes cached\n");
+		msg_s(&m, " bytes cached, capacity ");
+		msg_u(&m, cap, 0);
+		msg_s(&m, " bytes (bound ");
+		msg_u(&m, CPU_BOUND, 0);
+		msg_s(&m, ")\n");
 		msg_out(&m, fd);
 	}
 	msg_s(&m, "  total: mapped ");
