@@ -627,38 +627,43 @@ static int tc_broken(void)
  * mmap only), or TC_NONE. */
 static __attribute__((noinline)) struct tc_record *tc_claim(void)
 {
-	struct tc_record *r;
+	struct tc_record *r, *head;
 
+	/* A signal handler that runs while this claims finds none and
+	 * takes the shared path: a record it claimed itself would be
+	 * replaced, and never given back, when the claim below returns. */
+	tc_self = TC_NONE;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (!tc_key_ok)
-		return tc_self = TC_NONE;
-	for (;;) {
-		for (r = __atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE); r != NULL; r = r->next) {
-			int free_ = 0;
-			if (__atomic_load_n(&r->owned, __ATOMIC_RELAXED) == 0 &&
-			    __atomic_compare_exchange_n(&r->owned, &free_, 1, 0, __ATOMIC_ACQUIRE,
-							__ATOMIC_RELAXED))
-				goto mine;
-		}
+		return TC_NONE;
+	for (r = __atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE); r != NULL; r = r->next) {
+		int free_ = 0;
+		if (__atomic_load_n(&r->owned, __ATOMIC_RELAXED) == 0 &&
+		    __atomic_compare_exchange_n(&r->owned, &free_, 1, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			break;
+	}
+	if (r == NULL) {
 		struct tc_record *chunk = map_zeroed(TC_CHUNK * sizeof(*chunk));
+
 		if (chunk == NULL)
-			return tc_self = TC_NONE;
+			return TC_NONE;
 		/* The first is ours; the chain goes on the registry at once. */
 		chunk[0].owned = 1;
 		for (int i = 0; i + 1 < TC_CHUNK; i++)
 			chunk[i].next = &chunk[i + 1];
-		struct tc_record *head = __atomic_load_n(&tc_registry, __ATOMIC_RELAXED);
+		head = __atomic_load_n(&tc_registry, __ATOMIC_RELAXED);
 		do
 			chunk[TC_CHUNK - 1].next = head;
 		while (!__atomic_compare_exchange_n(&tc_registry, &head, chunk, 1, __ATOMIC_RELEASE,
 						    __ATOMIC_RELAXED));
 		r = chunk;
-		goto mine;
 	}
-mine:
 	if (pthread_setspecific(tc_key, r) != 0) {
 		__atomic_store_n(&r->owned, 0, __ATOMIC_RELEASE);
-		return tc_self = TC_NONE;
+		return TC_NONE;
 	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	return tc_self = r;
 }
 
