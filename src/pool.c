@@ -599,12 +599,11 @@ static void tc_init(void)
 	/* glibc's first 32 keys live in the thread's descriptor: setting one
 	 * allocates nothing, so a record claimed in a signal handler is
 	 * safe.  Beyond them: no thread caches. */
-	tc_key_ok = tc_key < 32;
-#else
-	tc_key_ok = 1;
+	if (tc_key >= 32)
+		return;
 #endif
-	if (tc_key_ok && pthread_atfork(tc_fork_prepare, tc_fork_parent, tc_fork_child) != 0)
-		tc_key_ok = 0;
+	if (pthread_atfork(tc_fork_prepare, tc_fork_parent, tc_fork_child) == 0)
+		tc_key_ok = 1;
 }
 
 /* Negative control (injection builds, tests/pool_thread_cache.c):
@@ -731,7 +730,7 @@ static void tc_fork_child(void)
 
 /* rsk_pool_destroy(): no entry may name the pool any more (its objects
  * go with its slabs). */
-static void tc_forget(struct pool_impl *pi)
+static void tc_forget(const struct pool_impl *pi)
 {
 	if (__atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE) == NULL)
 		return;
@@ -889,7 +888,7 @@ out:
 }
 
 /* rsk_pool_drain(): the calling thread's own entry of pi. */
-static void tc_drain_own(struct pool_impl *pi)
+static void tc_drain_own(const struct pool_impl *pi)
 {
 	struct tc_record *r = tc_self;
 
@@ -1497,9 +1496,9 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
  * part's (alloc_plain()), else the general path. */
 RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
 {
-	intptr_t obj;
-
 	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p)) {
+		intptr_t obj;
+
 		if ((obj = tc_alloc(impl(p))) != 0) {
 			rsk_note_slow_path_at(0);
 			return rsk_pool_checked_(p, (void *)obj);
