@@ -333,11 +333,14 @@ check-cross:
 
 # The structures' bench (its last family, malloc, sets librseqkit-malloc.so
 # beside glibc, jemalloc, mimalloc and tcmalloc, each in its own process),
-# then the per-CPU memory's (tools/mempool-bench.c: alloc + free, pool
+# its fallback set (--fallback: each operation without rseq beside what
+# users write without it, at 1 to 512 threads; about 3 minutes), then the
+# per-CPU memory's (tools/mempool-bench.c: alloc + free, pool
 # counter against rsk_counter, 10,000 counters' memory and sum time;
 # BENCH_ARGS=--quick makes both short).
 bench: all $(BUILD)/bin/mempool-bench
 	@st=0; $(BUILD)/bin/rseqkit-bench $(BENCH_ARGS) || st=1; \
+	echo; $(BUILD)/bin/rseqkit-bench --fallback $(BENCH_ARGS) || st=1; \
 	echo; $(BUILD)/bin/mempool-bench $(filter --quick,$(BENCH_ARGS)) || st=1; \
 	CC="$(CC)" tests/bin/deps.sh summary bench || st=1; exit $$st
 

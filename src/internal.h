@@ -111,6 +111,29 @@ int rsk_inject_numa_mbind(int cpu, int node);
 #endif
 
 /*
+ * The add that needs no lock, of a thread that runs no section (the
+ * counter's spill word, the mempool counter's copy where no thread runs
+ * sections): one atomic add.  Injection builds have a negative control:
+ * with RSEQKIT_INJECT_BROKEN_SPILL=1 in the environment it is a plain load
+ * and store with a delay between them, which loses concurrent adds
+ * (tests/stress_negative.sh shows that rseqkit-stress sees the loss).
+ */
+#if RSK_INJECTING
+int rsk_inject_broken_spill_(void);
+void rsk_inject_spill_plain_(intptr_t *word, intptr_t v);
+#endif
+static inline void rsk_spill_add_(intptr_t *word, intptr_t v)
+{
+#if RSK_INJECTING
+	if (__builtin_expect(rsk_inject_broken_spill_(), 0)) {
+		rsk_inject_spill_plain_(word, v);
+		return;
+	}
+#endif
+	__atomic_fetch_add(word, v, __ATOMIC_RELAXED);
+}
+
+/*
  * After an abort (a cold path): count it and tell whether the operation
  * has now aborted rsk_abort_limit() times in a row and must finish on its
  * slow path - the progress guarantee when a debugger single-steps.
@@ -149,6 +172,11 @@ static inline int rsk_percpu_again(int ret, unsigned *aborts)
  * correct under its gate; the current CPU's is the one whose cache lines
  * are near). */
 int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr);
+/* The part for an add that needs no lock (the counter's spill): the
+ * thread's index if it has one, else the CPU sched_getcpu() names (a
+ * thread's home part would put the threads of both CPUs on one line,
+ * which then moves between them at every add), else the home part. */
+int rsk_percpu_spill_index_(enum rsk_index_mode mode, int nr);
 
 /* ---- The structures' framework (src/percpu/percpu.c) ---- */
 

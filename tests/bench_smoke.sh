@@ -35,7 +35,7 @@ listed=$?
 pairs=$(printf '%s\n' $core | cat - "$tmp/list" | sort -u)
 npairs=$(printf '%s\n' "$pairs" | wc -l)
 
-echo "1..$((npairs + 31))"
+echo "1..$((npairs + 33))"
 ok $listed "--list works"
 
 "$BENCH" --quick --outdir "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
@@ -310,6 +310,29 @@ fi
 rc=$?
 [ $rc -eq 1 ] && [ ! -s "$tmp/bad.out" ] && grep -q "cannot write in $tmp/file/sub" "$tmp/bad.err"
 ok $? "an unwritable --outdir fails at once, before the run (exit $rc: $(head -n 1 "$tmp/bad.err"))"
+
+# --fallback: only the rows without rseq (and mixed) beside what users
+# write without it, each with its target; its own files, no plots.
+"$BENCH" --fallback --quick --ops counter-add,pcounter-add,stack,pool --threads 1,3 --reps 1 \
+	--ms 2 --outdir "$tmp/fb" >"$tmp/fb.out" 2>"$tmp/fb.err"
+rc=$?
+fcsv=$tmp/fb/fallback.csv
+got=$(awk -F, 'NR > 1 { print $1 "," $2 "," $3 }' "$fcsv" 2>/dev/null | sort | paste -sd' ' -)
+want=$(for op in counter-add pcounter-add; do
+	for im in rseqkit-fallback rseqkit-mixed atomic-getcpu mutex; do echo "$op,$im,1" "$op,$im,3"; done
+done; for im in rseqkit-fallback mutex; do echo "stack,$im,1" "stack,$im,3"; done
+for im in rseqkit-fallback malloc mutex; do echo "pool,$im,1" "pool,$im,3"; done)
+want=$(printf '%s\n' $want | sort | paste -sd' ' -)
+[ $rc -eq 0 ] && [ "$got" = "$want" ] && [ ! -e "$tmp/fb/results.csv" ] && [ -s "$tmp/fb/fallback.json" ] &&
+	! ls "$tmp/fb"/*.svg >/dev/null 2>&1
+ok $? "--fallback runs the fallback, mixed and alternative rows only, into fallback.csv/.json (exit $rc)"
+[ "$got" = "$want" ] || echo "# got:  $got" && [ "$got" = "$want" ] || echo "# want: $want"
+for l in "^  counter-add  *3 threads .* atomic-getcpu: target <= 1.00x" \
+	"^  pcounter-add  *1 threads .* atomic-getcpu: target <= 1.00x" \
+	"^  stack  *3 threads .* mutex: target <= 1.00x" "^  pool  *1 threads .* malloc: target <= 1.00x"; do
+	grep -q "$l" "$tmp/fb.out" || { echo "# missing: $l"; false; } || break
+done
+ok $? "--fallback prints each fallback / alternative ratio with its target"
 
 # A binary outside its build tree (as installed) writes to
 # ./rseqkit-bench-results, and nothing into the current directory itself.

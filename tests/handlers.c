@@ -134,6 +134,22 @@ static void cross_handler(int signo)
 	errno = saved;
 }
 
+/* Without rseq (RSEQKIT_DISABLE=1) each thread keeps its own cache of
+ * the first 4 pools it uses (rsk_pool_create(3), "Thread caches without
+ * rseq"): a thread that used these 4 decoys first meets `pool`'s part
+ * caches, which the cross form is about. */
+#define DECOYS 4
+static struct rsk_pool *decoy[DECOYS];
+
+static void use_decoys(void)
+{
+	for (int k = 0; k < DECOYS; k++) {
+		void *o = decoy[k] != NULL ? rsk_pool_alloc(decoy[k]) : NULL;
+		if (o != NULL)
+			rsk_pool_free(decoy[k], o);
+	}
+}
+
 static void *cross_thread(void *arg)
 {
 	int i = (int)(intptr_t)arg, err = 0;
@@ -141,6 +157,8 @@ static void *cross_thread(void *arg)
 	me = i;
 	/* T1 (0) on CPU 0, T2 (1) on CPU 1: each one's part is held by the other. */
 	pin(i);
+	if (form != F_STACK)
+		use_decoys();
 	if (i == 0 && form == F_DEPOT) {
 		err = rsk_lock_take_(rsk_pool_depot_lock_(pool), "handlers.t", pool);
 	} else if (i == 0) {
@@ -175,6 +193,7 @@ static void *touch_part(void *arg)
 
 	if (pin((int)(intptr_t)arg) != 0)
 		return NULL;
+	use_decoys();
 	o = rsk_pool_alloc(pool);
 	if (o != NULL)
 		rsk_pool_free(pool, o);
@@ -206,6 +225,10 @@ static int cross(const char *name)
 	} else {
 		if (rsk_pool_create(&pool, &cfg) != 0)
 			return 1;
+		for (int k = 0; k < DECOYS; k++)
+			if (rsk_pool_create(&decoy[k], &cfg) != 0)
+				return 1;
+		use_decoys(); /* this thread's: the main part of the check below */
 		for (int c = 0; c < nr; c++) {
 			pthread_t tt;
 			pthread_create(&tt, NULL, touch_part, (void *)(intptr_t)c);

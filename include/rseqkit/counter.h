@@ -107,7 +107,8 @@ int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_try first)
  * Returns the index of that part (>= 0), or -EINVAL if c is NULL or
  * destroyed (seen on the slow path).  One restartable add; without rseq,
  * or after too many aborts, the slow path adds with one atomic add to the
- * thread's home part: it never waits.  Async-signal-safe, also in a
+ * spill word of the part of the CPU it runs on (sched_getcpu()): it never
+ * waits.  Async-signal-safe, also in a
  * handler that interrupted an operation of its own thread on c.
  */
 RSK_PERCPU_INLINE int rsk_counter_add(struct rsk_counter *c, intptr_t count)

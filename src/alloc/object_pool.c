@@ -34,6 +34,7 @@
  * to the same thread, debug pools excepted.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,6 +514,395 @@ static void xfer_put(struct pool_impl *pi, struct xfer *x)
 	rsk_hold_leave_();
 }
 
+/* ---- per-thread caches where no thread runs sections ---- */
+
+/*
+ * In a process without rseq (fast_nr_ 0) every allocation and free comes
+ * to the slow paths, and a part's cache is a lock the process's threads
+ * take in turn.  There each thread keeps a small cache of its own, for up
+ * to TC_POOLS pools at once, TC_OBJS objects each (so at most
+ * TC_POOLS * TC_OBJS objects per thread, TC_OBJS * stride bytes of each
+ * pool), filled from and flushed to the depot TC_BATCH at a time: the
+ * common operation is then a pop or push on thread-local memory, as a
+ * C library's thread cache.  Not for a pool with max_bytes (its bound
+ * must see every free object) nor the allocator's mapped pools.
+ *
+ * Exactness.  A thread cache's objects are free objects of the pool that
+ * only its thread hands out.  A signal handler that interrupts its own
+ * thread inside the cache finds `busy` set and takes the shared path.
+ * The cache goes back to its pool when the thread exits (a pthread key's
+ * destructor) and in a fork child for every other thread (their records
+ * are in the registry below, and a record's slots are the truth: a slot
+ * is nonzero exactly when it holds an object, whatever its count said
+ * when the fork came).  rsk_pool_destroy() forgets the pool's entries
+ * (its objects are unmapped with it), rsk_pool_drain() empties the
+ * calling thread's own entry, rsk_pool_stats() counts every thread's
+ * cached objects.
+ */
+#define TC_POOLS 4
+#define TC_OBJS	 16
+#define TC_BATCH (TC_OBJS / 2)
+
+struct tc_entry {
+	struct pool_impl *pool; /* atomic; NULL: free */
+	intptr_t count;		/* the slots below it hold objects */
+	intptr_t slot[TC_OBJS]; /* 0: empty */
+};
+
+/* A thread's record: mapped, never unmapped while the library is loaded
+ * (a fork child reads the records of threads it does not have). */
+struct tc_record {
+	struct tc_record *next; /* the registry, push only */
+	int owned;		/* atomic: a thread has it */
+	int busy;		/* its thread is inside (signal handlers: the shared path) */
+	struct tc_entry e[TC_POOLS];
+};
+
+#define TC_CHUNK 16 /* records mapped at once */
+#define TC_NONE	 ((struct tc_record *)(uintptr_t)1)
+
+static struct tc_record *tc_registry;	    /* atomic */
+static __thread struct tc_record *tc_self; /* NULL: none yet; TC_NONE: none to have */
+/* Thread exit, destroy and fork against each other (never a signal
+ * handler's path: a handler only claims a record, lock-free). */
+static pthread_mutex_t tc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t tc_key;
+static int tc_key_ok; /* 1: the key exists and setting it never allocates */
+static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
+
+static void tc_thread_exit(void *rec);
+static void tc_fork_prepare(void)
+{
+	pthread_mutex_lock(&tc_lock);
+}
+static void tc_fork_parent(void)
+{
+	pthread_mutex_unlock(&tc_lock);
+}
+static void tc_fork_child(void);
+
+/* Unloaded by dlclose(): glibc must not call a destructor that is
+ * about to be unmapped (as runtime.c does for its own key). */
+static void tc_fini(void) __attribute__((destructor));
+static void tc_fini(void)
+{
+	if (tc_key_ok && rsk_process.unloadable) {
+		tc_key_ok = 0;
+		pthread_key_delete(tc_key);
+	}
+}
+
+static void tc_init(void)
+{
+	if (pthread_key_create(&tc_key, tc_thread_exit) != 0)
+		return;
+#ifdef __GLIBC__
+	/* glibc's first 32 keys live in the thread's descriptor: setting one
+	 * allocates nothing, so a record claimed in a signal handler is
+	 * safe.  Beyond them: no thread caches. */
+	if (tc_key >= 32)
+		return;
+#endif
+	if (pthread_atfork(tc_fork_prepare, tc_fork_parent, tc_fork_child) == 0)
+		tc_key_ok = 1;
+}
+
+/* Negative control (injection builds, tests/pool_thread_cache.c):
+ * RSEQKIT_INJECT_BROKEN_TCACHE=1 makes a pop leave the object in the
+ * cache, so that it is handed out twice. */
+#if RSK_INJECTING
+static int tc_broken(void)
+{
+	static int v = -1;
+
+	if (__atomic_load_n(&v, __ATOMIC_RELAXED) < 0) {
+		const char *e = getenv("RSEQKIT_INJECT_BROKEN_TCACHE");
+		__atomic_store_n(&v, e != NULL && e[0] == '1', __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&v, __ATOMIC_RELAXED);
+}
+#endif
+
+/* A free record for the calling thread (lock-free, async-signal-safe:
+ * mmap only), or TC_NONE. */
+static __attribute__((noinline)) struct tc_record *tc_claim(void)
+{
+	struct tc_record *r, *head;
+
+	/* A signal handler that runs while this claims finds none and
+	 * takes the shared path: a record it claimed itself would be
+	 * replaced, and never given back, when the claim below returns. */
+	tc_self = TC_NONE;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (!tc_key_ok)
+		return TC_NONE;
+	for (r = __atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE); r != NULL; r = r->next) {
+		int free_ = 0;
+		if (__atomic_load_n(&r->owned, __ATOMIC_RELAXED) == 0 &&
+		    __atomic_compare_exchange_n(&r->owned, &free_, 1, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			break;
+	}
+	if (r == NULL) {
+		struct tc_record *chunk = map_zeroed(TC_CHUNK * sizeof(*chunk));
+
+		if (chunk == NULL)
+			return TC_NONE;
+		/* The first is ours; the chain goes on the registry at once. */
+		chunk[0].owned = 1;
+		for (int i = 0; i + 1 < TC_CHUNK; i++)
+			chunk[i].next = &chunk[i + 1];
+		head = __atomic_load_n(&tc_registry, __ATOMIC_RELAXED);
+		do
+			chunk[TC_CHUNK - 1].next = head;
+		while (!__atomic_compare_exchange_n(&tc_registry, &head, chunk, 1, __ATOMIC_RELEASE,
+						    __ATOMIC_RELAXED));
+		r = chunk;
+	}
+	if (pthread_setspecific(tc_key, r) != 0) {
+		__atomic_store_n(&r->owned, 0, __ATOMIC_RELEASE);
+		return TC_NONE;
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return tc_self = r;
+}
+
+/* Give back every object of an entry (its slots, whatever its count)
+ * and free it.  Under tc_lock, or by the entry's own thread. */
+static void tc_entry_drain(struct tc_entry *e)
+{
+	struct pool_impl *pi = __atomic_load_n(&e->pool, __ATOMIC_ACQUIRE);
+	int locked;
+
+	if (pi == NULL)
+		return;
+	locked = depot_lock(pi) == 0;
+	for (int i = 0; i < TC_OBJS; i++) {
+		intptr_t obj = e->slot[i];
+		if (obj == 0)
+			continue;
+		if (locked)
+			depot_put(pi, (void *)obj);
+		else
+			overflow_put(pi, obj); /* the depot's holder died */
+		e->slot[i] = 0;
+	}
+	e->count = 0;
+	if (locked)
+		depot_unlock(pi);
+	__atomic_store_n(&e->pool, NULL, __ATOMIC_RELEASE);
+}
+
+static void tc_record_drain(struct tc_record *r)
+{
+	for (int k = 0; k < TC_POOLS; k++)
+		tc_entry_drain(&r->e[k]);
+}
+
+/* Thread exit: its objects go back to their pools, its record to the
+ * registry; later operations of the thread (other TLS destructors) take
+ * the shared path. */
+static void tc_thread_exit(void *rec)
+{
+	struct tc_record *r = rec;
+
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	tc_self = TC_NONE;
+	pthread_mutex_lock(&tc_lock);
+	tc_record_drain(r);
+	pthread_mutex_unlock(&tc_lock);
+	r->busy = 0;
+	__atomic_store_n(&r->owned, 0, __ATOMIC_RELEASE);
+}
+
+/* The child has one thread: the other threads' records go back, with
+ * their objects (fork() waited for every depot lock, see progress.c). */
+static void tc_fork_child(void)
+{
+	pthread_mutex_init(&tc_lock, NULL);
+	for (struct tc_record *r = tc_registry; r != NULL; r = r->next)
+		if (r != tc_self && __atomic_load_n(&r->owned, __ATOMIC_RELAXED)) {
+			tc_record_drain(r);
+			r->busy = 0;
+			r->owned = 0;
+		}
+}
+
+/* rsk_pool_destroy(): no entry may name the pool any more (its objects
+ * go with its slabs). */
+static void tc_forget(const struct pool_impl *pi)
+{
+	if (__atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE) == NULL)
+		return;
+	pthread_mutex_lock(&tc_lock);
+	for (struct tc_record *r = tc_registry; r != NULL; r = r->next)
+		for (int k = 0; k < TC_POOLS; k++) {
+			struct tc_entry *e = &r->e[k];
+			if (__atomic_load_n(&e->pool, __ATOMIC_RELAXED) != pi)
+				continue;
+			memset(e->slot, 0, sizeof(e->slot));
+			e->count = 0;
+			__atomic_store_n(&e->pool, NULL, __ATOMIC_RELEASE);
+		}
+	pthread_mutex_unlock(&tc_lock);
+}
+
+/* Objects of pi in every thread cache (rsk_pool_stats()): a sum of
+ * counts other threads change meanwhile, as the parts' counts. */
+static size_t tc_cached(const struct pool_impl *pi, size_t *max)
+{
+	size_t n = 0;
+
+	for (struct tc_record *r = __atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE); r != NULL;
+	     r = r->next)
+		for (int k = 0; k < TC_POOLS; k++)
+			if (__atomic_load_n(&r->e[k].pool, __ATOMIC_RELAXED) == pi) {
+				size_t c = (size_t)__atomic_load_n(&r->e[k].count, __ATOMIC_RELAXED);
+				n += c;
+				if (c > *max)
+					*max = c;
+			}
+	return n;
+}
+
+/* The calling thread's record, marked busy, or NULL (none; or a signal
+ * handler on top of its own thread's use: the shared path). */
+static inline struct tc_record *tc_enter(void)
+{
+	struct tc_record *r;
+
+	/* RSEQKIT_CHECK_THREADS: the thread checked before its TLS. */
+	if (__builtin_expect(rsk_process.check_threads, 0))
+		rsk_check_thread_();
+	r = tc_self;
+
+	if (__builtin_expect(r == NULL, 0))
+		r = tc_claim();
+	if (__builtin_expect(r == TC_NONE || r->busy, 0))
+		return NULL;
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return r;
+}
+
+static inline void tc_leave(struct tc_record *r)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	r->busy = 0;
+}
+
+/* r's entry for pi, a free entry claimed for it, or NULL (TC_POOLS
+ * other pools have entries: the shared path). */
+static inline struct tc_entry *tc_entry_of(struct tc_record *r, struct pool_impl *pi)
+{
+	struct tc_entry *e = &r->e[0];
+
+	if (__builtin_expect(__atomic_load_n(&e->pool, __ATOMIC_RELAXED) == pi, 1))
+		return e;
+	for (int k = 1; k < TC_POOLS; k++)
+		if (__atomic_load_n(&r->e[k].pool, __ATOMIC_RELAXED) == pi)
+			return &r->e[k];
+	for (int k = 0; k < TC_POOLS; k++)
+		if (__atomic_load_n(&r->e[k].pool, __ATOMIC_RELAXED) == NULL) {
+			r->e[k].count = 0;
+			__atomic_store_n(&r->e[k].pool, pi, __ATOMIC_RELEASE);
+			return &r->e[k];
+		}
+	return NULL;
+}
+
+static int tc_usable(const struct pool_impl *pi)
+{
+	return pi->max_bytes == 0 && !pi->mapped;
+}
+
+/* An object from the calling thread's cache of pi (refilled from the
+ * depot), or 0: no cache here, or the depot failed (the shared path
+ * then says why). */
+static intptr_t tc_alloc(struct pool_impl *pi)
+{
+	struct tc_record *r;
+	struct tc_entry *e;
+	intptr_t obj = 0, n;
+
+	if (!tc_usable(pi) || (r = tc_enter()) == NULL)
+		return 0;
+	e = tc_entry_of(r, pi);
+	if (e == NULL)
+		goto out;
+	n = e->count;
+	if (__builtin_expect(n == 0, 0)) {
+		int err;
+		/* Straight into the slots, under the depot lock. */
+		n = (intptr_t)depot_take(pi, e->slot, TC_BATCH, &err);
+		e->count = n;
+		if (n == 0)
+			goto out;
+	}
+	obj = e->slot[n - 1];
+#if RSK_INJECTING
+	if (tc_broken())
+		goto out;
+#endif
+	e->slot[n - 1] = 0;
+	e->count = n - 1;
+out:
+	tc_leave(r);
+	return obj;
+}
+
+/* obj onto the calling thread's cache of pi (half of it flushed to the
+ * depot when full): 1, or 0 where there is none (the shared path). */
+static int tc_free(struct pool_impl *pi, void *obj)
+{
+	struct tc_record *r;
+	struct tc_entry *e;
+	intptr_t n;
+	int done = 0;
+
+	if (!tc_usable(pi) || (r = tc_enter()) == NULL)
+		return 0;
+	e = tc_entry_of(r, pi);
+	if (e == NULL)
+		goto out;
+	n = e->count;
+	if (__builtin_expect(n == TC_OBJS, 0)) {
+		/* The oldest half, under the depot lock (a fork waits for it):
+		 * never in transit. */
+		if (depot_lock(pi) != 0)
+			goto out;
+		for (int i = 0; i < TC_BATCH; i++)
+			depot_put(pi, (void *)e->slot[i]);
+		memmove(e->slot, e->slot + TC_BATCH, (TC_OBJS - TC_BATCH) * sizeof(intptr_t));
+		memset(e->slot + TC_OBJS - TC_BATCH, 0, TC_BATCH * sizeof(intptr_t));
+		n -= TC_BATCH;
+		e->count = n;
+		depot_unlock(pi);
+	}
+	e->slot[n] = (intptr_t)obj;
+	e->count = n + 1;
+	done = 1;
+out:
+	tc_leave(r);
+	return done;
+}
+
+/* rsk_pool_drain(): the calling thread's own entry of pi. */
+static void tc_drain_own(const struct pool_impl *pi)
+{
+	struct tc_record *r = tc_self;
+
+	if (r == NULL || r == TC_NONE || r->busy)
+		return;
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	for (int k = 0; k < TC_POOLS; k++)
+		if (__atomic_load_n(&r->e[k].pool, __ATOMIC_RELAXED) == pi)
+			tc_entry_drain(&r->e[k]);
+	tc_leave(r);
+}
+
 /* ---- creation ---- */
 
 int rsk_pool_create_in_(struct rsk_pool **out, const struct rsk_pool_config *cfg, int mapped)
@@ -587,6 +977,8 @@ int rsk_pool_create_in_(struct rsk_pool **out, const struct rsk_pool_config *cfg
 	 * if it cannot be reserved, each cache is mapped on first use. */
 	pi->parts = map_zeroed(pi->part_bytes * (size_t)nr);
 	pi->part_stride = pi->part_bytes;
+	if (!mapped && pi->pub.fast_nr_ == 0)
+		pthread_once(&tc_once, tc_init); /* thread caches: no sections here */
 	*out = &pi->pub;
 	return 0;
 }
@@ -599,6 +991,7 @@ RSK_EXPORT int rsk_pool_destroy(struct rsk_pool *p)
 	if (!pool_alive(p))
 		return -EINVAL; /* NULL, destroyed already, or not a pool */
 	__atomic_store_n(&p->magic_, RSK_PERCPU_MAGIC_DEAD, __ATOMIC_RELAXED);
+	tc_forget(pi); /* waits for a thread exit that is giving objects back */
 	while ((s = pi->pending) != NULL) {
 		pi->pending = s->next;
 		slab_unmap(pi, s);
@@ -1147,19 +1540,33 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 	return err;
 }
 
+/* Where no thread runs sections: the thread's cache, else the home
+ * part's (alloc_plain()), else the general path. */
 RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
 {
-	intptr_t obj;
+	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p)) {
+		intptr_t obj;
 
-	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p) && (obj = alloc_plain(impl(p))) != 0)
-		return rsk_pool_checked_(p, (void *)obj);
+		if ((obj = tc_alloc(impl(p))) != 0) {
+			rsk_note_slow_path_at(0);
+			return rsk_pool_checked_(p, (void *)obj);
+		}
+		if ((obj = alloc_plain(impl(p))) != 0)
+			return rsk_pool_checked_(p, (void *)obj);
+	}
 	return alloc_general(p, ret);
 }
 
 RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
 {
-	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p) && free_plain(impl(p), obj))
-		return 0;
+	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p)) {
+		if (tc_free(impl(p), obj)) {
+			rsk_note_slow_path_at(0);
+			return 0;
+		}
+		if (free_plain(impl(p), obj))
+			return 0;
+	}
 	return free_general(p, obj, ret);
 }
 
@@ -1175,6 +1582,8 @@ RSK_EXPORT int rsk_pool_drain(struct rsk_pool *p, int cpu)
 		return -EINVAL;
 	if (rsk_lock_mine_(&pi->lock))
 		return -EDEADLK;
+	if (cpu < 0)
+		tc_drain_own(pi);
 	first = cpu < 0 ? 0 : cpu;
 	last = cpu < 0 ? p->nr - 1 : cpu;
 	xfer_get(pi, &x);
@@ -1264,6 +1673,7 @@ RSK_EXPORT int rsk_pool_stats(struct rsk_pool *p, struct rsk_pool_stats *st)
 				st->cached_max = n;
 		}
 	}
+	st->cached += tc_cached(pi, &st->cached_max);
 	st->caches = __atomic_load_n(&pi->ncaches, __ATOMIC_RELAXED);
 	st->depot = pi->depot_free;
 	st->slabs = pi->nslabs;

@@ -780,6 +780,14 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 
 	if (!pool_alive(p) || ctr == NULL)
 		return -EINVAL;
+	if (rsk_fast.area_offset == 0) {
+		/* No thread of the process runs sections: an atomic add on
+		 * the current CPU's copy, with the CPU looked up once. */
+		idx = rsk_percpu_spill_index_(p->mode, p->nr);
+		rsk_spill_add_(rsk_percpu_ptr(ctr, idx), v);
+		rsk_note_slow_path_at(idx);
+		return idx;
+	}
 	while (ret == RSK_ABORTED) {
 #if RSK_INJECTING
 		rsk_inject_hook(0); /* an abort, for rseqkit-stress's counts */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Per-CPU counter: creation, readers and the slow path (see counter.h). */
 #include <errno.h>
+#include <sched.h>
 #include "internal.h"
 
 /* The x86-64 section checks the part's never-closed gate word, which the
@@ -41,13 +42,14 @@ static enum rsk_try counter_attempt(void *s, void *arg, int *idx)
 	return rsk_counter_try_(s, ((struct counter_op *)arg)->count, idx, rsk_area_offset_());
 }
 
-/* A thread that cannot run a section adds to the spill word of its home
- * part: atomic, beside the sections (which never write it). */
+/* A thread that cannot run a section adds to the spill word of the part
+ * rsk_percpu_spill_index_() chose (the current CPU's): atomic, beside the
+ * sections (which never write it). */
 static enum rsk_try counter_spill(void *s, int idx, void *arg)
 {
 	struct rsk_counter_part *p = &((struct rsk_counter *)s)->part[idx];
 
-	__atomic_fetch_add(&p->spill, ((struct counter_op *)arg)->count, __ATOMIC_RELAXED);
+	rsk_spill_add_(&p->spill, ((struct counter_op *)arg)->count);
 	return RSK_TRY_DONE;
 }
 
@@ -63,13 +65,19 @@ RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk
 	struct counter_op op = { .count = count };
 
 	/* No thread of the process runs sections (no rseq: fast_nr_ is 0),
-	 * so there is nothing to retry or register: the spill add at once.
-	 * This is every add of such a process, the fallback's fast path. */
+	 * so there is nothing to retry or register: the spill add at once,
+	 * on the current CPU's part.  This is every add of such a process,
+	 * the fallback's fast path: no frame beyond this one, the CPU looked
+	 * up once (rsk_percpu_spill_index_() where it is not simple). */
 	if (first == RSK_TRY_NO_INDEX && c->fast_nr_ == 0 &&
 	    rsk_percpu_alive_((const struct rsk_percpu_head *)(const void *)c)) {
-		int idx = rsk_percpu_slow_index(c->mode, c->nr);
+		int idx = -1;
 
-		counter_spill(c, idx, &op);
+		if (__builtin_expect(!rsk_process.check_threads, 1))
+			idx = sched_getcpu();
+		if (__builtin_expect((unsigned)idx >= (unsigned)c->nr, 0))
+			idx = rsk_percpu_spill_index_(c->mode, c->nr);
+		rsk_spill_add_(&c->part[idx].spill, count);
 		rsk_note_slow_path_at(idx);
 		return idx;
 	}

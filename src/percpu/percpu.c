@@ -6,6 +6,7 @@
  * the operation under a part's gate.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -140,6 +141,26 @@ int rsk_percpu_slow_index(enum rsk_index_mode mode, int nr)
 	return rsk_percpu_home_(nr);
 }
 
+/* See internal.h. */
+int rsk_percpu_spill_index_(enum rsk_index_mode mode, int nr)
+{
+	int idx;
+
+	if (rsk_fast.area_offset != 0) {
+		idx = rsk_index(mode);
+		if ((unsigned)idx < (unsigned)nr)
+			return idx;
+	}
+	if (__builtin_expect(rsk_process.check_threads, 0))
+		rsk_check_thread_(); /* as rsk_percpu_home_() */
+	/* glibc reads it from its own rseq area, or the vDSO: no system
+	 * call on the kernels rseqkit meets. */
+	idx = sched_getcpu();
+	if (__builtin_expect((unsigned)idx < (unsigned)nr, 1))
+		return idx;
+	return rsk_percpu_home_(nr);
+}
+
 /* After RSK_TRY_NO_INDEX: whether the thread can run sections on this
  * structure now (its first call registers it). */
 static int index_now_usable(const struct rsk_percpu_head *h)
@@ -253,8 +274,9 @@ int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum 
 				return idx;
 		}
 		if (k->gate == NULL) {
-			/* No gate: `locked` is safe beside the sections. */
-			idx = rsk_percpu_slow_index(h->mode, h->nr);
+			/* No gate: `locked` is safe beside the sections, and
+			 * is an add that needs no lock (the counter's spill). */
+			idx = rsk_percpu_spill_index_(h->mode, h->nr);
 			r = k->locked(s, idx, arg);
 			rsk_note_slow_path_at(idx);
 			return r == RSK_TRY_DONE ? idx : rsk_percpu_final_error_(r);

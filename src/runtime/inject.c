@@ -4,6 +4,7 @@
  * library (-DRSEQKIT_INJECT), never in the installed one.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include "internal.h"
 
 #ifdef RSEQKIT_INJECT
@@ -23,6 +24,33 @@ RSK_EXPORT __attribute__((weak)) void rsk_inject_hook(int point)
 RSK_EXPORT __attribute__((weak)) void rsk_inject_activation(int step)
 {
 	(void)step;
+}
+
+/* See internal.h (rsk_spill_add_()): decided once, from the environment. */
+static int broken_spill = -1;
+
+int rsk_inject_broken_spill_(void)
+{
+	int v = __atomic_load_n(&broken_spill, __ATOMIC_RELAXED);
+
+	if (__builtin_expect(v < 0, 0)) {
+		const char *e = getenv("RSEQKIT_INJECT_BROKEN_SPILL");
+
+		v = e != NULL && e[0] == '1';
+		__atomic_store_n(&broken_spill, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
+/* The broken add: another thread's add between the load and the store
+ * is lost.  The delay makes that common. */
+void rsk_inject_spill_plain_(intptr_t *word, intptr_t v)
+{
+	intptr_t old = __atomic_load_n(word, __ATOMIC_RELAXED);
+
+	for (int i = 0; i < 200; i++)
+		__asm__ __volatile__("" ::: "memory");
+	__atomic_store_n(word, (intptr_t)((uintptr_t)old + (uintptr_t)v), __ATOMIC_RELAXED);
 }
 
 /* Default NUMA stand-ins (see internal.h): the machine's own. */

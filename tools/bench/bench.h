@@ -236,6 +236,16 @@ struct config {
 extern int ncpus_possible;		       /* slots in per-CPU arrays */
 extern int allowed_cpus[CPU_SETSIZE], nallowed; /* CPUs we may run on */
 
+/* --fallback (main.c): only the rows of the fallback comparison run:
+ * each op's rseqkit-fallback and rseqkit-mixed rows beside what users
+ * write without rseq (fallback_twin()). */
+extern bool bench_fallback_set;
+/* report.c: that alternative for op - an atomic add on a sched_getcpu()
+ * slot for the counters, glibc's malloc for the pool, else a mutex - and
+ * whether im is one of the rows --fallback runs. */
+const char *fallback_twin(const char *op);
+bool fallback_row(const struct impl *im);
+
 /* harness.c */
 uint64_t now_ns(void);
 void pin_self(int cpu);

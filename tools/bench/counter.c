@@ -7,11 +7,17 @@
  *                 (rseqkit-counter, -ungated, -fallback), a thread-local
  *                 add (the limit), one shared atomic, sched_getcpu() and an
  *                 atomic per-CPU slot, a mutex, a pthread spinlock
+ *                 (and rseqkit-mixed: every 2nd thread unregistered)
+ *   pcounter-add  add 1 to a counter word of a per-CPU memory pool
+ *                 (rsk_pcounter_add), beside the same alternatives
  *   counter-add4  add 1 to 4 independent counters in turn (ns per add):
  *                 a one-counter loop is bound by the store-to-load chain
  *                 of its one slot and hides the per-op cost; rseqkit in
  *                 both index modes beside the hand-written limit
  */
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include "bench.h"
 #include "../yardstick.h"
 
@@ -438,6 +444,73 @@ static void ys_c4_tl_fini(void *sh, struct thr *t)
 	t->acc = ys_tl_c4[0] + ys_tl_c4[1] + ys_tl_c4[2] + ys_tl_c4[3];
 }
 
+/* ---- pcounter-add: a counter word in a per-CPU memory pool ---- */
+
+struct pcounter_state {
+	struct rsk_mempool *pool;
+	intptr_t *ctr;
+};
+
+static void *pcounter_setup(int nthreads)
+{
+	struct rsk_mempool_config cfg = {.size = sizeof(intptr_t)};
+	struct pcounter_state *s = bench_alloc(sizeof(*s));
+
+	(void)nthreads;
+	die_on(rsk_mempool_create(&s->pool, &cfg), "rsk_mempool_create");
+	if (!(s->ctr = rsk_mempool_zalloc(s->pool)))
+		die_on(-errno, "rsk_mempool_zalloc");
+	return s;
+}
+
+static void pcounter_add(void *sh, struct thr *t, unsigned n)
+{
+	struct pcounter_state *s = sh;
+
+	(void)t;
+	for (unsigned i = 0; i < n; i++)
+		rsk_pcounter_add(s->pool, s->ctr, 1);
+}
+
+static int pcounter_check(void *sh, struct thr *t, int n, char *err, size_t len)
+{
+	struct pcounter_state *s = sh;
+	intptr_t sum = 0;
+
+	rsk_pcounter_sum(s->pool, s->ctr, &sum);
+	return counter_expect(sum, t, n, err, len);
+}
+
+static void pcounter_teardown(void *sh)
+{
+	struct pcounter_state *s = sh;
+
+	rsk_mempool_destroy(s->pool);
+	free(s);
+}
+
+/* The mixed case: every 2nd thread without an rseq registration (its
+ * area unregistered, whoever registered it), beside threads that run
+ * sections on the same counter.  Where rseq is missing it is the
+ * fallback row again. */
+static void mixed_thread_init(void *sh, struct thr *t)
+{
+	struct rsk_abi_area *area = rsk_area();
+	struct rsk_status st;
+	sigset_t all, old;
+
+	(void)sh;
+	if (t->id % 2 == 0 || area == NULL || rsk_area_cpu_id(area) < 0)
+		return;
+	rsk_status(&st);
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (syscall(RSK_ARCH_NR_RSEQ, area, st.registered_size, RSK_ABI_FLAG_UNREGISTER,
+		    RSK_ARCH_SIGNATURE) == 0)
+		__atomic_store_n(&area->mm_cid, UINT32_MAX, __ATOMIC_RELAXED);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static const struct impl counter_impls[] = {
 #define COUNTER(name, fn, check) \
 	ROW("counter-add", name, counter_setup, NULL, fn, NULL, check, counter_teardown)
@@ -450,6 +523,19 @@ static const struct impl counter_impls[] = {
 	COUNTER("atomic-getcpu", counter_add_getcpu, counter_check_slots),
 	COUNTER("mutex", counter_add_mutex, counter_check_shared),
 	COUNTER("spinlock", counter_add_spin, counter_check_shared),
+	ROW("counter-add", "rseqkit-mixed", rcounter_setup, mixed_thread_init, rcounter_add, NULL,
+	    rcounter_check, rcounter_teardown),
+
+	ROW("pcounter-add", "rseqkit", pcounter_setup, NULL, pcounter_add, NULL, pcounter_check,
+	    pcounter_teardown),
+	ROWH("pcounter-add", "rseqkit-fallback", pcounter_setup, pcounter_add, pcounter_check,
+	     pcounter_teardown, 0, &helper_fallback),
+	ROW("pcounter-add", "rseqkit-mixed", pcounter_setup, mixed_thread_init, pcounter_add, NULL,
+	    pcounter_check, pcounter_teardown),
+	ROW("pcounter-add", "atomic-getcpu", counter_setup, NULL, counter_add_getcpu, NULL,
+	    counter_check_slots, counter_teardown),
+	ROW("pcounter-add", "mutex", counter_setup, NULL, counter_add_mutex, NULL,
+	    counter_check_shared, counter_teardown),
 
 	ROW("counter-add4", "rseqkit", ys_c4_setup_rsk, NULL, ys_c4_rsk, NULL, ys_c4_check_rsk,
 	    ys_c4_teardown),

@@ -175,6 +175,8 @@ bool row_runs_at(const struct impl *im, int nt, int tmax)
 {
 	if ((im->flags & IMPL_HAND) && !ys_rows_available())
 		return false;
+	if (bench_fallback_set && !fallback_row(im))
+		return false;
 	/* A rival whose library is missing: named under the table. */
 	if (im->helper && helper_missing(im->helper))
 		return false;

@@ -3,7 +3,7 @@
  * rseqkit-bench - every rseqkit operation beside what users would otherwise
  * use, and beside the physical limit (the same work on thread-local data).
  *
- *   rseqkit-bench [--quick] [--ops LIST] [--threads LIST] [--pin|--no-pin]
+ *   rseqkit-bench [--quick] [--fallback] [--ops LIST] [--threads LIST] [--pin|--no-pin]
  *                 [--reps N] [--ms N] [--outdir DIR] [--csv FILE]
  *                 [--json FILE] [--no-plots] [--list] [--version] [-h]
  *
@@ -29,6 +29,7 @@ static const struct family *const families[] = {
 #define NFAMILIES (int)(sizeof(families) / sizeof(families[0]))
 
 int ncpus_possible;
+bool bench_fallback_set;
 int allowed_cpus[CPU_SETSIZE], nallowed;
 
 /* Every row, numbered across the families (the helper processes' requests
@@ -70,6 +71,9 @@ static void usage(FILE *f, const char *argv0)
 	fprintf(f,
 		"usage: %s [options]\n"
 		"  --quick          short runs for a smoke test (seconds, not minutes)\n"
+		"  --fallback       only the rows without rseq (and mixed) beside what users\n"
+		"                   write without it, at 1,2,8,64,512 threads; writes\n"
+		"                   fallback.csv and fallback.json, no plots\n"
 		"  --ops LIST       operations or families, comma-separated (default: all;\n"
 		"                   see --list)\n"
 		"  --threads LIST   thread counts, comma-separated (default: 1,CPUS,4*CPUS)\n"
@@ -227,6 +231,9 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "--quick")) {
 			cfg.quick = true;
+		} else if (!strcmp(a, "--fallback")) {
+			bench_fallback_set = true;
+			no_plots = true;
 		} else if (!strcmp(a, "--pin")) {
 			cfg.pin_mode = 1;
 		} else if (!strcmp(a, "--no-pin")) {
@@ -273,7 +280,8 @@ int main(int argc, char **argv)
 	bool reps_given = cfg.reps >= 0;
 	if (cfg.reps < 0)
 		cfg.reps = cfg.quick ? 3 : 7;
-	cfg.ms = ms > 0 ? (unsigned)ms : cfg.quick ? 10 : 150;
+	/* --fallback: 100 ms, as its 512-thread rows take long to start. */
+	cfg.ms = ms > 0 ? (unsigned)ms : cfg.quick ? 10 : bench_fallback_set ? 100 : 150;
 	cfg.warm_ms = cfg.ms / 3 ? cfg.ms / 3 : 1;
 
 	/* CPUs this process may run on: the pinning targets. */
@@ -332,6 +340,25 @@ int main(int argc, char **argv)
 		nops = n;
 		free(want);
 	}
+	if (bench_fallback_set) {
+		/* The ops that have a fallback row. */
+		int n = 0;
+		for (int o = 0; o < nops; o++) {
+			bool has = false;
+			for (size_t k = 0; k < impl_count(); k++)
+				has |= !strcmp(impl_at(k)->op, ops[o]) &&
+				       !strcmp(impl_at(k)->name, "rseqkit-fallback");
+			if (has)
+				ops[n++] = ops[o];
+		}
+		nops = n;
+		if (nops == 0) {
+			/* make bench with --ops of other families. */
+			printf("rseqkit-bench --fallback: none of the operations selected has a "
+			       "fallback row\n");
+			return 0;
+		}
+	}
 	if (nops == 0) {
 		fprintf(stderr, "%s: no operation selected\n", argv[0]);
 		usage(stderr, argv[0]);
@@ -357,6 +384,11 @@ int main(int argc, char **argv)
 			usage(stderr, argv[0]);
 			return 2;
 		}
+	} else if (bench_fallback_set) {
+		/* Where many containers run: a few CPUs, many threads. */
+		static const int fb[] = {1, 2, 8, 64, 512};
+		for (size_t k = 0; k < sizeof(fb) / sizeof(fb[0]); k++)
+			tcounts[ntc++] = fb[k];
 	} else {
 		tcounts[ntc++] = 1;
 		if (nallowed > 1)
@@ -374,9 +406,11 @@ int main(int argc, char **argv)
 	snprintf(csvpath, sizeof(csvpath), "%s", csv ? csv : "");
 	snprintf(jsonpath, sizeof(jsonpath), "%s", json ? json : "");
 	if (!csv)
-		snprintf(csvpath, sizeof(csvpath), "%s/results.csv", outdir);
+		snprintf(csvpath, sizeof(csvpath), "%s/%s.csv", outdir,
+			 bench_fallback_set ? "fallback" : "results");
 	if (!json)
-		snprintf(jsonpath, sizeof(jsonpath), "%s/results.json", outdir);
+		snprintf(jsonpath, sizeof(jsonpath), "%s/%s.json", outdir,
+			 bench_fallback_set ? "fallback" : "results");
 	if ((!csv || !json || !no_plots) && (mkdir_p(outdir) || dir_writable(outdir))) {
 		fprintf(stderr, "%s: cannot write in %s: %s (give another with --outdir DIR)\n",
 			argv[0], outdir, strerror(errno));
@@ -426,7 +460,7 @@ int main(int argc, char **argv)
 		struct config fcfg = cfg;
 		const int *ftc = tcounts;
 		int fntc = ntc;
-		if (fam->tcounts && !threads_arg) {
+		if (fam->tcounts && !threads_arg && !bench_fallback_set) {
 			ftc = fam->tcounts;
 			fntc = fam->ntcounts;
 		}
@@ -438,7 +472,7 @@ int main(int argc, char **argv)
 		}
 		failures += run_family(fam, ops, nops, ftc, fntc, &fcfg, rows, &nrows);
 		count[f] = nrows - first[f];
-		if (fam->after) {
+		if (fam->after && !bench_fallback_set) {
 			progress("%s: after the rows", fam->name);
 			failures += fam->after(ops, nops, fcfg.ms);
 			progress_clear();

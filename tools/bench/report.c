@@ -283,44 +283,75 @@ static void tl_report(const struct row *rows, int nrows, const char *const *ops,
 }
 
 /* Each row named `key` of the ops beside its twin of the same op and
- * thread count named `twin` (`twin_counter` for counter-add), under a
- * heading, with a target: key / twin, or twin / key if !key_over_twin. */
+ * thread count, twin_of(op), under a heading, with a target: key / twin,
+ * or twin / key if !key_over_twin. */
 static void twin_report(const struct row *rows, int nrows, const char *const *ops, int nops,
-			const char *key, const char *twin, const char *twin_counter,
+			const char *key, const char *(*twin_of)(const char *op),
 			bool key_over_twin, const char *heading, double target)
 {
 	bool head = false;
 
 	for (int i = 0; i < nrows; i++) {
 		const struct row *r = &rows[i];
-		char what[96];
+		char what[128];
 		if (r->failed || strcmp(r->im->name, key) || !in_ops(r->im->op, ops, nops))
 			continue;
-		const struct row *o = find_row(rows, nrows, r->im->op,
-					       strcmp(r->im->op, "counter-add") ? twin : twin_counter,
-					       r->threads);
+		const char *twin = twin_of(r->im->op);
+		const struct row *o = find_row(rows, nrows, r->im->op, twin, r->threads);
 		if (!o)
 			continue;
 		if (!head)
 			printf("\n%s, ns per op:\n", heading);
 		head = true;
 		const struct row *a = key_over_twin ? r : o, *b = key_over_twin ? o : r;
-		snprintf(what, sizeof(what), "%-12s %2d threads  %9.3f / %9.3f ns", r->im->op,
-			 r->threads, a->ns_per_op, b->ns_per_op);
+		snprintf(what, sizeof(what), "%-12s %3d threads  %9.3f / %9.3f ns %s", r->im->op,
+			 r->threads, a->ns_per_op, b->ns_per_op, key_over_twin ? twin : "");
 		print_target(what, a->ns_per_op / b->ns_per_op, "<=", target);
 	}
 }
 
+const char *fallback_twin(const char *op)
+{
+	if (!strcmp(op, "counter-add") || !strcmp(op, "pcounter-add"))
+		return "atomic-getcpu";
+	if (!strcmp(op, "pool"))
+		return "malloc";
+	return "mutex";
+}
+
+bool fallback_row(const struct impl *im)
+{
+	return !strcmp(im->name, "rseqkit-fallback") || !strcmp(im->name, "rseqkit-mixed") ||
+	       !strcmp(im->name, fallback_twin(im->op)) || !strcmp(im->name, "mutex");
+}
+
+static const char *mutex_of(const char *op)
+{
+	(void)op;
+	return "mutex";
+}
+
+/* Without rseq: never slower than what users write without it
+ * (fallback_twin()); mixed (threads with and without sections on one
+ * structure): never slower than a mutex. */
 static void fallback_report(const struct row *rows, int nrows, const char *const *ops, int nops)
 {
-	twin_report(rows, nrows, ops, nops, "rseqkit-fallback", "mutex", "mutex", true,
-		    "fallback (no rseq, RSEQKIT_DISABLE=1 child) / mutex", 1.0);
+	twin_report(rows, nrows, ops, nops, "rseqkit-fallback", fallback_twin, true,
+		    "fallback (no rseq, RSEQKIT_DISABLE=1 child) / what users write without rseq",
+		    1.0);
+	twin_report(rows, nrows, ops, nops, "rseqkit-mixed", mutex_of, true,
+		    "mixed (every 2nd thread unregistered, same structure) / mutex", 1.0);
+}
+
+static const char *ungated_twin(const char *op)
+{
+	return !strcmp(op, "counter-add") ? "rseqkit-counter" : "rseqkit";
 }
 
 /* The counter's gated twin is the library counter. */
 static void ungated_report(const struct row *rows, int nrows, const char *const *ops, int nops)
 {
-	twin_report(rows, nrows, ops, nops, "rseqkit-ungated", "rseqkit", "rseqkit-counter", false,
+	twin_report(rows, nrows, ops, nops, "rseqkit-ungated", ungated_twin, false,
 		    "protocol cost: gated fast path / the same code with the gate compiled out",
 		    1.15);
 }
@@ -477,9 +508,12 @@ void print_family(const struct family *fam, struct row *rows, int nrows)
 	printf("\n== %s: %s ==\n", fam->name, fam->title);
 	for (int o = 0; o < nops; o++)
 		print_table(fam, ops[o], rows, nrows);
-	tl_report(rows, nrows, ops, nops);
-	ys_report(rows, nrows, ops, nops);
-	ladder_report(rows, nrows, ops, nops);
+	if (!bench_fallback_set) {
+		/* --fallback runs none of the rows these compare. */
+		tl_report(rows, nrows, ops, nops);
+		ys_report(rows, nrows, ops, nops);
+		ladder_report(rows, nrows, ops, nops);
+	}
 	fallback_report(rows, nrows, ops, nops);
 	ungated_report(rows, nrows, ops, nops);
 	if (fam->summary)

@@ -1,0 +1,70 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The paths of threads that run no section: the adds that need no lock
+# (the counter's spill word, the mempool counter's copies where no thread
+# runs sections) and the pool's per-thread caches (a process without
+# rseq).  rseqkit-stress checks the exact total, and that no pool object
+# is handed out twice,
+#   - with no rseq in the process (-d: RSEQKIT_DISABLE=1), many threads
+#     per CPU so that adds on one part race across CPUs and migrations,
+#   - mixed: every 2nd thread without an rseq registration (-D 2) adds to
+#     the same counter as threads that run sections,
+# and, as negative controls, the same runs with the add broken into a
+# plain load and store (RSEQKIT_INJECT_BROKEN_SPILL=1, honoured by the
+# injection build that rseqkit-stress links) and with a thread cache that
+# hands an object out twice (RSEQKIT_INJECT_BROKEN_TCACHE=1): each must
+# then FAIL (the pool may also stop in its own corruption check, SIGABRT),
+# which shows that the checks see a lost add and a duplicate.
+BUILD=${BUILD:-build}
+STRESS=$BUILD/bin/rseqkit-stress
+
+if [ ! -x "$STRESS" ]; then
+	echo "1..0 # SKIP $STRESS not built"
+	exit 0
+fi
+cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+THREADS=$((16 * cpus))
+
+echo "1..16"
+n=0
+fails=0
+# check WANT ARGS...: WANT is OK or FAILED, the last word of the verdict.
+check() {
+	want=$1
+	shift
+	n=$((n + 1))
+	out=$( { "$STRESS" "$@"; } 2>&1)
+	rc=$?
+	verdict=$(printf '%s\n' "$out" | grep '^rseqkit-stress: test=' | tail -n 1)
+	[ $rc -eq 134 ] && ! printf '%s\n' "$out" | grep -q 'handed out\|corrupted' && rc=-1
+	case $want:$rc:$verdict in
+	OK:0:*" OK") echo "ok $n - $want: $*" ;;
+	FAILED:1:*" FAILED: "*) echo "ok $n - $want (negative control): $*" ;;
+	CAUGHT:1:*" FAILED: "* | CAUGHT:134:*) echo "ok $n - caught (negative control, exit $rc): $*" ;;
+	*)
+		echo "not ok $n - want $want: $* (exit $rc)"
+		printf '%s\n' "$out" | sed 's/^/# /' | tail -n 5
+		fails=$((fails + 1))
+		;;
+	esac
+}
+
+for t in i a; do
+	for mode in cpu cid; do
+		check OK -T $t -I $mode -d -t $THREADS -r 20000
+		check OK -T $t -I $mode -D 2 -t $THREADS -r 20000 -g 200
+	done
+done
+# The pool's thread caches, signal handlers on the same pool included.
+for mode in cpu cid; do
+	check OK -T p -I $mode -d -t $THREADS -r 20000
+done
+RSEQKIT_INJECT_BROKEN_TCACHE=1 check CAUGHT -T p -d -t $THREADS -r 20000
+RSEQKIT_INJECT_BROKEN_TCACHE=1 check CAUGHT -T p -I cid -d -t $THREADS -r 20000
+# The broken add loses: with no rseq, and mixed (the counter's spill).
+for mode in cpu cid; do
+	RSEQKIT_INJECT_BROKEN_SPILL=1 check FAILED -T i -I $mode -d -t $THREADS -r 20000
+	RSEQKIT_INJECT_BROKEN_SPILL=1 check FAILED -T i -I $mode -D 2 -t $THREADS -r 20000
+done
+[ $fails -eq 0 ]
