@@ -830,7 +830,8 @@ static int update_locked(struct rsk_mempool *p, intptr_t *ctr, int idx, intptr_t
 	return idx;
 }
 
-RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, int ret)
+RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v,
+				 enum rsk_result ret)
 {
 	unsigned aborts = 0;
 	int idx;
@@ -850,7 +851,7 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 		RSK_INJECT_C(7);
 		ret = rsk_gated_add(p->mode, idx, rsk_mempool_gate(p, idx), rsk_percpu_ptr(ctr, idx), v);
 		if (ret == RSK_OK)
-			return idx;
+			return 0;
 	}
 	/* The one place that adds without a critical section: on the current
 	 * index if the thread has one, else on its CPU's copy (any copy is
@@ -868,7 +869,7 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 		int r = update_locked(p, ctr, (idx + k) % p->nr, v, 0, NULL);
 
 		if (r != -EDEADLK || k + 1 >= p->nr)
-			return r;
+			return r < 0 ? r : 0; /* r: the copy's index */
 	}
 }
 

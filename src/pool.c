@@ -945,7 +945,7 @@ static inline __attribute__((always_inline)) int free_plain(struct pool_impl *pi
 }
 
 /* rsk_pool_alloc_slow_() past the plain first try. */
-static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, int ret)
+static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, enum rsk_result ret)
 {
 	struct pool_impl *pi = impl(p);
 	unsigned aborts = 0;
@@ -1015,7 +1015,7 @@ static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, int ret
 }
 
 /* rsk_pool_free_slow_() past the plain first try. */
-static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj, int ret)
+static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj, enum rsk_result ret)
 {
 	struct pool_impl *pi = impl(p);
 	unsigned aborts = 0;
@@ -1099,7 +1099,7 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 	return err;
 }
 
-RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
+RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, enum rsk_result ret)
 {
 	intptr_t obj;
 
@@ -1108,7 +1108,7 @@ RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
 	return alloc_general(p, ret);
 }
 
-RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
+RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, enum rsk_result ret)
 {
 	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p) && free_plain(impl(p), obj))
 		return 0;

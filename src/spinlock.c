@@ -31,7 +31,7 @@ RSK_EXPORT int rsk_spinlock_destroy(struct rsk_spinlock *l)
 	return l == NULL ? -EINVAL : rsk_percpu_destroy(l, spinlock_size(l->nr));
 }
 
-static enum rsk_try spinlock_attempt(void *s, void *arg, int *idx)
+static enum rsk_result spinlock_attempt(void *s, void *arg, int *idx)
 {
 	(void)arg;
 	return rsk_spinlock_try_(s, idx, rsk_area_offset_());
@@ -43,16 +43,16 @@ static enum rsk_try spinlock_attempt(void *s, void *arg, int *idx)
  * code.  A
  * held lock is waited for with the gate open (its holder unlocks with a
  * plain store from anywhere, and other threads must keep going). */
-static enum rsk_try spinlock_locked(void *s, int idx, void *arg)
+static enum rsk_result spinlock_locked(void *s, int idx, void *arg)
 {
 	struct rsk_spinlock_part *p = &((struct rsk_spinlock *)s)->part[idx];
 
 	(void)arg;
 	/* Acquire: pairs with the last holder's releasing unlock. */
 	if (__atomic_load_n(&p->locked, __ATOMIC_ACQUIRE) != 0)
-		return RSK_TRY_CHANGED;
+		return RSK_CMPFAIL;
 	__atomic_store_n(&p->locked, 1, __ATOMIC_RELAXED);
-	return RSK_TRY_DONE;
+	return RSK_OK;
 }
 
 static intptr_t *spinlock_gate(void *s, int idx)
@@ -96,11 +96,11 @@ static int spinlock_lock_atomic(struct rsk_spinlock *l)
 	return idx;
 }
 
-RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_try first)
+RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_result first)
 {
 	int idx;
 
-	if (first == RSK_TRY_NO_INDEX && l->fast_nr_ == 0 &&
+	if (first == RSK_NO_INDEX && l->fast_nr_ == 0 &&
 	    rsk_percpu_alive_((const struct rsk_percpu_head *)(const void *)l))
 		return spinlock_lock_atomic(l);
 	idx = rsk_percpu_slow(l, &spinlock_kind, NULL, first);
@@ -123,7 +123,7 @@ RSK_EXPORT int rsk_spinlock_lock_slice_(struct rsk_spinlock *l)
 	ptrdiff_t off = rsk_area_offset_();
 	rsk_slice_t slice = rsk_slice_begin();
 	uintptr_t pos;
-	enum rsk_try first;
+	enum rsk_result first;
 	int idx;
 
 	RSK_INJECT_C(7);
@@ -134,16 +134,16 @@ RSK_EXPORT int rsk_spinlock_lock_slice_(struct rsk_spinlock *l)
 	l->part[idx].slice = slice;
 	return idx;
 cmpfail:
-	first = RSK_TRY_CHANGED;
+	first = RSK_CMPFAIL;
 	goto slow;
 noindex:
-	first = RSK_TRY_NO_INDEX;
+	first = RSK_NO_INDEX;
 	goto slow;
 aborted:
-	first = RSK_TRY_ABORTED;
+	first = RSK_ABORTED;
 	goto slow;
 stopped:
-	first = RSK_TRY_STOPPED;
+	first = RSK_STOPPED;
 slow:
 	rsk_slice_end(slice);
 	idx = rsk_spinlock_slow_(l, first);

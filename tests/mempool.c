@@ -620,7 +620,9 @@ static void accounting_checks(void)
 		for (int k = 0; k < ncpu; k++) {
 			pin(cpus[k]);
 			for (int i = 0; i < 100; i++) {
-				int idx = rsk_pcounter_add(p, c, 1);
+				/* The copy the add went to: the pinned
+				 * thread's index (the add returns 0). */
+				int idx = rsk_pcounter_add(p, c, 1) == 0 ? rsk_index(p->mode) : -1;
 				if (idx >= 0 && idx < 63)
 					res[2] |= 1l << idx;
 			}

@@ -287,11 +287,11 @@ static inline intptr_t *rsk_mempool_gate(const struct rsk_mempool *p, int idx)
 #define RSK_PCOUNTER_SLOW_ATTR_ __attribute__((cold))
 #endif
 RSK_PCOUNTER_SLOW_ATTR_ int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v,
-					       int ret);
+					       enum rsk_result ret);
 
 /*
  * rsk_pcounter_add - add v (any sign) to the current CPU's copy of *ctr.
- * Returns the index of that copy (>= 0), -EINVAL (p or ctr NULL), -ENXIO
+ * Returns 0, -EINVAL (p or ctr NULL), -ENXIO
  * (a slow path's fence failed), -EDEADLK (where threads run sections: a
  * signal handler whose thread holds a gate or lock, when every copy's
  * gate is held at that moment; it takes none it would wait for),
@@ -313,7 +313,7 @@ rsk_pcounter_try_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, enum rsk_ind
 	int i = rsk_index(mode);
 
 	if (__builtin_expect((unsigned)i >= (unsigned)p->nr, 0))
-		return RSK_STOPPED;
+		return RSK_NO_INDEX;
 	*idx = i;
 	RSK_INJECT_C(7);
 	return rsk_gated_add(mode, i, rsk_mempool_gate(p, i), rsk_percpu_ptr(ctr, i), v);
@@ -347,16 +347,17 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 	 * `p == NULL || ctr == NULL`, gcc 12 kept both results as flags on
 	 * the stack and tested them at every add. */
 	if (__builtin_expect(p == NULL, 0))
-		return rsk_pcounter_slow_(p, ctr, v, RSK_STOPPED);
+		return rsk_pcounter_slow_(p, ctr, v, RSK_NO_INDEX);
 	if (__builtin_expect(ctr == NULL, 0))
 		return -EINVAL;
 	/* No area yet (first use) or no rseq: arming would write the TCB. */
 	if (__builtin_expect(off == 0, 0))
-		return rsk_pcounter_slow_(p, ctr, v, RSK_STOPPED);
+		return rsk_pcounter_slow_(p, ctr, v, RSK_NO_INDEX);
 	RSK_INJECT_C(7);
 	RSK_ARCH_STRIDE_GATED_ADD(rsk_arch_area_of(off), p->index_offset_, ctr, p->gate,
 				  RSK_MEMPOOL_SHIFT, pos, v);
-	return (int)(pos >> RSK_MEMPOOL_SHIFT);
+	(void)pos;
+	return 0;
 aborted:
 	return rsk_pcounter_slow_(p, ctr, v, RSK_ABORTED);
 stopped:
@@ -375,7 +376,7 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 	else
 		ret = rsk_pcounter_try_(p, ctr, v, RSK_INDEX_CID, &idx);
 	if (__builtin_expect(ret == RSK_OK, 1))
-		return idx;
+		return 0;
 	return rsk_pcounter_slow_(p, ctr, v, ret);
 }
 #endif

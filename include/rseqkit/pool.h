@@ -157,14 +157,15 @@ int rsk_pool_trim(struct rsk_pool *p);
 int rsk_pool_stats(struct rsk_pool *p, struct rsk_pool_stats *st);
 
 /*
- * Not API: one attempt of each fast path (RSK_OK; RSK_STOPPED also when
- * the thread cannot run a section, the CPU has no cache yet, or the cache
- * is empty / full), the slow paths (the operation after a first attempt
+ * Not API: one attempt of each fast path (an enum rsk_result: RSK_OK,
+ * RSK_NO_INDEX where the thread cannot run a section, RSK_NO_PART where
+ * the CPU has no cache yet, RSK_EMPTY / RSK_FULL for the cache, or the
+ * section's RSK_CMPFAIL, RSK_ABORTED, RSK_STOPPED), the slow paths (the operation after a first attempt
  * that returned `ret`: the retries, then the part's gate and the depot
  * lock), and the debug checks.
  */
-void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret);
-int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret);
+void *rsk_pool_alloc_slow_(struct rsk_pool *p, enum rsk_result ret);
+int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, enum rsk_result ret);
 void rsk_pool_debug_alloc_(struct rsk_pool *p, void *obj);
 void rsk_pool_debug_free_(struct rsk_pool *p, void *obj);
 
@@ -175,7 +176,7 @@ static inline void *rsk_pool_checked_(struct rsk_pool *p, void *obj)
 	return obj;
 }
 
-RSK_PERCPU_INLINE int rsk_pool_try_alloc_(struct rsk_pool *p, intptr_t *obj, ptrdiff_t off)
+RSK_PERCPU_INLINE enum rsk_result rsk_pool_try_alloc_(struct rsk_pool *p, intptr_t *obj, ptrdiff_t off)
 {
 	uint32_t ioff = p->index_offset_, i;
 	rsk_arch_area_t area;
@@ -184,22 +185,22 @@ RSK_PERCPU_INLINE int rsk_pool_try_alloc_(struct rsk_pool *p, intptr_t *obj, ptr
 	intptr_t count;
 
 	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_STOPPED;
+		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
 	c = __atomic_load_n(&p->part[i], __ATOMIC_ACQUIRE);
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
-		return RSK_STOPPED;
+		return RSK_NO_PART;
 	count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)p->capacity))
-		return RSK_STOPPED; /* empty: refill */
+		return RSK_EMPTY; /* refill */
 	RSK_INJECT_C(8);
 	*obj = __atomic_load_n(&c->slot[count - 1], __ATOMIC_RELAXED);
 	RSK_INJECT_C(9);
-	return (int)RSK_PERCPU_OP_(cmpcmpstore, ioff, area, i, &c->gate, &c->count, count,
+	return RSK_PERCPU_OP_(cmpcmpstore, ioff, area, i, &c->gate, &c->count, count,
 				   &c->slot[count - 1], *obj, count - 1);
 }
 
-RSK_PERCPU_INLINE int rsk_pool_try_free_(struct rsk_pool *p, void *obj, ptrdiff_t off)
+RSK_PERCPU_INLINE enum rsk_result rsk_pool_try_free_(struct rsk_pool *p, void *obj, ptrdiff_t off)
 {
 	uint32_t ioff = p->index_offset_, i;
 	rsk_arch_area_t area;
@@ -208,16 +209,16 @@ RSK_PERCPU_INLINE int rsk_pool_try_free_(struct rsk_pool *p, void *obj, ptrdiff_
 	intptr_t count;
 
 	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_STOPPED;
+		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
 	c = __atomic_load_n(&p->part[i], __ATOMIC_ACQUIRE);
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
-		return RSK_STOPPED;
+		return RSK_NO_PART;
 	count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)p->capacity))
-		return RSK_STOPPED; /* full: flush */
+		return RSK_FULL; /* flush */
 	RSK_INJECT_C(8);
-	return (int)RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &c->gate, &c->count,
+	return RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &c->gate, &c->count,
 				   count, &c->slot[count], (intptr_t)obj, count + 1);
 }
 
@@ -236,7 +237,7 @@ RSK_PERCPU_INLINE void *rsk_pool_alloc(struct rsk_pool *p)
 {
 	ptrdiff_t off = rsk_area_offset_();
 	intptr_t obj;
-	int ret;
+	enum rsk_result ret;
 
 	if (RSK_PERCPU_UNLIKELY(p == NULL)) {
 		errno = EINVAL;
@@ -260,7 +261,7 @@ RSK_PERCPU_INLINE void *rsk_pool_alloc(struct rsk_pool *p)
 RSK_PERCPU_INLINE int rsk_pool_free(struct rsk_pool *p, void *obj)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	int ret;
+	enum rsk_result ret;
 
 	if (RSK_PERCPU_UNLIKELY(p == NULL || obj == NULL || ((uintptr_t)obj & (p->align - 1))))
 		return -EINVAL;

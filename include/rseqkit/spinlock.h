@@ -62,9 +62,9 @@ int rsk_spinlock_destroy(struct rsk_spinlock *l);
 #define RSK_SPINLOCK_TSAN_TAKEN_(l, pos)                                       \
 	RSK_TSAN_ACQUIRE((char *)(l) + RSK_PERCPU_VDISP_(struct rsk_spinlock, locked) + (pos))
 
-/* Not API: one attempt of rsk_spinlock_lock (RSK_TRY_DONE with *idx set;
- * RSK_TRY_CHANGED: the lock of part *idx is held). */
-RSK_PERCPU_INLINE enum rsk_try rsk_spinlock_try_(struct rsk_spinlock *l, int *idx, ptrdiff_t off)
+/* Not API: one attempt of rsk_spinlock_lock (RSK_OK with *idx set;
+ * RSK_CMPFAIL: the lock of part *idx is held). */
+RSK_PERCPU_INLINE enum rsk_result rsk_spinlock_try_(struct rsk_spinlock *l, int *idx, ptrdiff_t off)
 {
 	uintptr_t pos;
 
@@ -72,23 +72,23 @@ RSK_PERCPU_INLINE enum rsk_try rsk_spinlock_try_(struct rsk_spinlock *l, int *id
 	RSK_PERCPU_CAS_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
 	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
 	*idx = rsk_percpu_pos_index_(pos);
-	return RSK_TRY_DONE;
+	return RSK_OK;
 cmpfail:
 	/* Held: the part to wait for is the one of the thread's index. */
 	*idx = (int)rsk_arch_area_u32(rsk_arch_area_of(off), l->index_offset_);
-	return RSK_TRY_CHANGED;
+	return RSK_CMPFAIL;
 noindex:
-	return RSK_TRY_NO_INDEX;
+	return RSK_NO_INDEX;
 aborted:
-	return RSK_TRY_ABORTED;
+	return RSK_ABORTED;
 stopped:
-	return RSK_TRY_STOPPED;
+	return RSK_STOPPED;
 }
 
 /* Not API: rsk_spinlock_lock after a first attempt that returned `first`
  * (waits and retries, then the slow path); and the contended wait (spins,
  * then yields the CPU so a preempted holder runs). */
-int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_try first);
+int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_result first);
 void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
 /* Not API: lock and unlock with the holder's time-slice extension region,
  * where the kernel offers it. */
@@ -131,13 +131,13 @@ RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	return rsk_percpu_pos_index_(pos);
 cmpfail:
-	return rsk_spinlock_slow_(l, RSK_TRY_CHANGED);
+	return rsk_spinlock_slow_(l, RSK_CMPFAIL);
 noindex:
-	return rsk_spinlock_slow_(l, RSK_TRY_NO_INDEX);
+	return rsk_spinlock_slow_(l, RSK_NO_INDEX);
 aborted:
-	return rsk_spinlock_slow_(l, RSK_TRY_ABORTED);
+	return rsk_spinlock_slow_(l, RSK_ABORTED);
 stopped:
-	return rsk_spinlock_slow_(l, RSK_TRY_STOPPED);
+	return rsk_spinlock_slow_(l, RSK_STOPPED);
 }
 
 /*
