@@ -738,6 +738,67 @@ static void buffers_commit_lazily(void)
 	}
 }
 
+/* On CPU 1 every structure operation returns 0: the natural
+ * `if (rsk_counter_add(c, 1) != 0) error();` must not fail there (the
+ * part's index, 1, came back before).  CPU mode, pinned with
+ * sched_setaffinity; the caller's affinity is restored. */
+#define N_ZERO 1
+static void zero_on_cpu1(void)
+{
+	struct rsk_mempool_config mc = { .size = sizeof(intptr_t) };
+	struct rsk_counter *c = NULL;
+	struct rsk_stack *s = NULL;
+	struct rsk_ptrbuf *b = NULL;
+	struct rsk_copybuf *cb = NULL;
+	struct rsk_mempool *mp = NULL;
+	struct rsk_stack_node node, *got = NULL;
+	cpu_set_t saved, one;
+	intptr_t *pc = NULL, item = 7;
+	void *p = NULL;
+	int r[9], on = -1, bad = 0;
+
+	if (sched_getaffinity(0, sizeof(saved), &saved) != 0 || sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		tap_skip("one CPU online", "structure operations return 0 on CPU 1");
+		return;
+	}
+	CPU_ZERO(&one);
+	CPU_SET(1, &one);
+	if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+		tap_skip("cannot run on CPU 1", "structure operations return 0 on CPU 1");
+		return;
+	}
+	on = sched_getcpu();
+	if (rsk_counter_create(&c, RSK_INDEX_CPU) != 0 || rsk_stack_create(&s, RSK_INDEX_CPU) != 0 ||
+	    rsk_ptrbuf_create(&b, RSK_INDEX_CPU, 4, 0) != 0 ||
+	    rsk_copybuf_create(&cb, RSK_INDEX_CPU, sizeof(item), 4, 0) != 0 ||
+	    rsk_mempool_create(&mp, &mc) != 0 || (pc = rsk_mempool_zalloc(mp)) == NULL)
+		bad = 1;
+	if (!bad) {
+		r[0] = rsk_counter_add(c, 1);
+		r[1] = rsk_pcounter_add(mp, pc, 1);
+		r[2] = rsk_stack_push(s, &node);
+		r[3] = rsk_stack_pop(s, &got);
+		r[4] = rsk_stack_push(s, &node) == 0 ? rsk_stack_pop_all(s, &got) : -1000;
+		r[5] = rsk_ptrbuf_push(b, &item);
+		r[6] = rsk_ptrbuf_pop(b, &p);
+		r[7] = rsk_copybuf_push(cb, &item);
+		r[8] = rsk_copybuf_pop(cb, &item);
+		for (int i = 0; i < 9; i++)
+			bad |= r[i] != 0;
+	}
+	tap_ok(!bad && on == 1,
+	       "on CPU %d, counter add, pcounter add, stack push/pop/pop_all, ptrbuf push/pop, "
+	       "copybuf push/pop return 0 (%d %d %d %d %d %d %d %d %d)",
+	       on, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]);
+	rsk_counter_destroy(c);
+	rsk_stack_destroy(s);
+	rsk_ptrbuf_destroy(b);
+	rsk_copybuf_destroy(cb);
+	if (mp != NULL)
+		rsk_mempool_destroy(mp);
+	sched_setaffinity(0, sizeof(saved), &saved);
+}
+
 int main(int argc, char **argv)
 {
 	struct rsk_status st;
@@ -765,7 +826,7 @@ int main(int argc, char **argv)
 	}
 	modes = 2; /* cid falls back to cpu where mm_cid is missing */
 	tap_plan(modes * (N_COUNTER + N_SPINLOCK + N_STACK + N_PTRBUF + N_COPYBUF + N_REMOTE) + N_SLOW + N_SIGNAL +
-		 N_SIGNAL_SLOW + N_RSS);
+		 N_SIGNAL_SLOW + N_RSS + N_ZERO);
 	for (int m = 0; m < modes; m++) {
 		const char *mn = m ? "cid" : "cpu";
 		counter((enum rsk_index_mode)m, mn);
@@ -779,5 +840,6 @@ int main(int argc, char **argv)
 	signal_on_own_gate();
 	signal_without_rseq();
 	buffers_commit_lazily();
+	zero_on_cpu1();
 	return tap_done();
 }
