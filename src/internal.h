@@ -43,6 +43,14 @@ extern struct rsk_process rsk_process __attribute__((visibility("hidden")));
 #define RSK_DEFAULT_ABORT_LIMIT 16
 
 void rsk_init_once(void);
+/* RSEQKIT_DEBUG (rseqkit(7)): the checking modes an unmodified binary
+ * asks for, a comma list read once at initialisation (src/runtime.c). */
+#define RSK_DEBUG_POOL_	    1u /* every pool is created with RSK_POOL_DEBUG */
+#define RSK_DEBUG_SPINLOCK_ 2u /* spinlocks check their holder (spinlock.c) */
+extern unsigned rsk_debug_ __attribute__((visibility("hidden")));
+/* Write "rseqkit: <text><addr><more>" to stderr (addr in hex, left out
+ * when NULL), async-signal-safe (src/progress.c). */
+void rsk_report_(const char *text, const void *addr, const char *more);
 /* RSEQKIT_CHECK_THREADS=1: stop the process, with a message, when the
  * calling thread is not one rseqkit supports (src/runtime.c).  Called,
  * when rsk_process.check_threads is set, where every operation's

@@ -277,6 +277,18 @@ static void msg_out(struct msg *m)
 	errno = saved;
 }
 
+void rsk_report_(const char *text, const void *addr, const char *more)
+{
+	struct msg m = { .n = 0 };
+
+	msg_str(&m, "rseqkit: ");
+	msg_str(&m, text);
+	if (addr != NULL)
+		msg_num(&m, (uintptr_t)addr, 16);
+	msg_str(&m, more);
+	msg_out(&m);
+}
+
 /* ---- system calls and time ---- */
 
 static long sys_membarrier(int cmd, unsigned flags, int cpu)

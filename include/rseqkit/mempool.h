@@ -155,6 +155,7 @@ extern "C" {
 #define rsk_percpu_ptr(ptr, idx) \
 	((RSK_MEMPOOL_PTR_TYPE_(ptr))((char *)(ptr) + ((size_t)(unsigned)(idx) << RSK_MEMPOOL_SHIFT)))
 
+/* Zero (NULL) is the default of every field but size, which has none. */
 struct rsk_mempool_config {
 	size_t size;		/* object size, 1 .. RSK_MEMPOOL_STRIDE - align */
 	size_t align;		/* power of two <= RSK_MEMPOOL_MAX_ALIGN; 0: 8 */

@@ -45,7 +45,8 @@
  *   rsk_pool_create      -                            -
  *   rsk_pool_destroy     nothing                      -
  *
- * Debug pools (RSK_POOL_DEBUG): every object has a state (allocated or
+ * Debug pools (RSK_POOL_DEBUG, or every pool a process creates with
+ * RSEQKIT_DEBUG=pool in its environment): every object has a state (allocated or
  * free) in its slab's header, and free objects are filled with
  * RSK_POOL_POISON bytes.  Freeing a pointer that is not an object of the
  * pool (outside its slabs, or not at an object's start), freeing an object
@@ -78,14 +79,21 @@ extern "C" {
 /* The byte free objects of a debug pool are filled with. */
 #define RSK_POOL_POISON 0x6b
 
+/*
+ * Zero is the default of every field but size, which has none: { .size =
+ * 128 } is a complete configuration.
+ */
 struct rsk_pool_config {
-	size_t size;	      /* object size, 1 .. RSK_POOL_MAX_SIZE */
+	size_t size;	      /* object size, 1 .. RSK_POOL_MAX_SIZE (required) */
 	size_t align;	      /* power of two <= RSK_POOL_MAX_ALIGN; 0: 16, or the smallest
 				 power of two >= size when that is smaller (size 1: 1) */
-	long cache_capacity;  /* objects per CPU cache, 1 .. RSK_POOL_MAX_CAPACITY */
+	long cache_capacity;  /* objects per CPU cache, 1 .. RSK_POOL_MAX_CAPACITY; 0: as
+				 many as fill 64 KiB, at least 2, at most 128 */
 	size_t max_bytes;     /* bound on the slabs' mapped bytes; 0 = unbounded */
 	unsigned flags;	      /* 0 or RSK_POOL_DEBUG */
-	enum rsk_index_mode mode;
+	enum rsk_index_mode mode; /* 0: RSK_INDEX_CPU */
+	size_t slab_bytes;    /* bytes of one slab, a power of two from 4 KiB to 1 GiB;
+				 0: the rule in rsk_pool_create(3) (see below) */
 };
 
 struct rsk_pool_stats {
@@ -118,9 +126,18 @@ struct rsk_pool {
 
 /*
  * rsk_pool_create - make a pool as *cfg says; no memory is mapped yet.
+ * Slabs: slab_bytes if set; else the smallest power of two from 64 KiB
+ * that holds 64 objects (objects up to 4 KiB) or 8 (larger objects) with
+ * the slab's header and per-object index (2 bytes, 3 in a debug pool):
+ * 64 KiB up to 1008-byte objects, 128 KiB for 1 KiB ones; and where
+ * max_bytes is smaller than that, the largest power of two within
+ * max_bytes (at least 4 KiB) that holds one object.
  * Returns 0, -EINVAL (out or cfg NULL, size 0 or > RSK_POOL_MAX_SIZE,
- * align not 0 and not a power of two or > RSK_POOL_MAX_ALIGN, capacity < 1
- * or > RSK_POOL_MAX_CAPACITY, unknown mode or flag), -ENOMEM.
+ * align not 0 and not a power of two or > RSK_POOL_MAX_ALIGN, capacity < 0
+ * or > RSK_POOL_MAX_CAPACITY, unknown mode or flag, slab_bytes not 0 and
+ * not a power of two in [4 KiB, 1 GiB] or too small for one object,
+ * max_bytes not 0 and smaller than one slab); in debug mode a message on
+ * stderr names the field.  -ENOMEM.
  */
 int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_config *cfg);
 
