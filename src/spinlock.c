@@ -4,6 +4,8 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 #include "internal.h"
 
 RSK_PERCPU_GUARDED_(struct rsk_spinlock);
@@ -116,9 +118,11 @@ RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_result first)
  * extension: the holder is in a region (<rseqkit/slice.h>) from before the
  * commit that takes the lock until the unlock, its token kept in the
  * part.  A thread that has to wait for the lock ends the region first (it
- * would only spin longer), and the slow path's lock begins its own.
+ * would only spin longer), and the slow path's lock begins its own.  (Where
+ * the extension is not offered, rsk_slice_begin() returns a token whose
+ * end does nothing: these are then the plain lock and unlock.)
  */
-RSK_EXPORT int rsk_spinlock_lock_slice_(struct rsk_spinlock *l)
+static int lock_sliced(struct rsk_spinlock *l)
 {
 	ptrdiff_t off = rsk_area_offset_();
 	rsk_slice_t slice = rsk_slice_begin();
@@ -152,6 +156,43 @@ slow:
 	return idx;
 }
 
+/*
+ * RSEQKIT_DEBUG=spinlock: each part keeps its holder's thread id (a
+ * system call, no TLS: these also run in signal handlers), so that a
+ * thread that locks again while it holds a lock of the structure gets
+ * -EDEADLK instead of spinning for ever (the lock it would wait for may be
+ * its own), and an unlock by a thread that does not hold the part - a
+ * double unlock included - is reported and refused with -EPERM (storing 0
+ * would release another thread's lock).  Both are reported on stderr,
+ * naming the structure.
+ */
+static intptr_t self_id(void)
+{
+	return (intptr_t)syscall(SYS_gettid);
+}
+
+RSK_EXPORT int rsk_spinlock_lock_slice_(struct rsk_spinlock *l)
+{
+	intptr_t me;
+	int idx;
+
+	if (!(rsk_debug_ & RSK_DEBUG_SPINLOCK_))
+		return lock_sliced(l);
+	if (!rsk_percpu_alive_((const struct rsk_percpu_head *)(const void *)l))
+		return -EINVAL;
+	me = self_id();
+	for (int i = 0; i < l->nr; i++)
+		if (__atomic_load_n(&l->part[i].owner, __ATOMIC_RELAXED) == me) {
+			rsk_report_("spinlock ", l,
+				    ": locked again by the thread that holds it: -EDEADLK");
+			return -EDEADLK;
+		}
+	idx = lock_sliced(l);
+	if (idx >= 0)
+		__atomic_store_n(&l->part[idx].owner, me, __ATOMIC_RELAXED);
+	return idx;
+}
+
 RSK_EXPORT int rsk_spinlock_unlock_slice_(struct rsk_spinlock *l, int cpu)
 {
 	struct rsk_spinlock_part *p;
@@ -160,6 +201,16 @@ RSK_EXPORT int rsk_spinlock_unlock_slice_(struct rsk_spinlock *l, int cpu)
 	if (l == NULL || (unsigned)cpu >= (unsigned)l->nr)
 		return -EINVAL;
 	p = &l->part[cpu];
+	if (rsk_debug_ & RSK_DEBUG_SPINLOCK_) {
+		if (__atomic_load_n(&p->owner, __ATOMIC_RELAXED) != self_id()) {
+			rsk_report_("spinlock ", l,
+				    __atomic_load_n(&p->locked, __ATOMIC_RELAXED) == 0
+					    ? ": unlocked but not held (a double unlock?): -EPERM"
+					    : ": unlocked by a thread that does not hold it: -EPERM");
+			return -EPERM;
+		}
+		__atomic_store_n(&p->owner, 0, __ATOMIC_RELAXED);
+	}
 	/* Read before the release: the next holder writes it. */
 	slice = (rsk_slice_t)p->slice;
 	__atomic_store_n(&p->locked, 0, __ATOMIC_RELEASE);
