@@ -170,9 +170,12 @@ RSK_PERCPU_INLINE int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node 
 	return 0;
 noindex:
 	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_NO_INDEX);
+	/* Kept apart, as in rsk_counter_add(). */
 aborted:
+	__asm__ __volatile__("");
 	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_ABORTED);
 stopped:
+	__asm__ __volatile__("");
 	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_STOPPED);
 }
 
