@@ -192,6 +192,7 @@ struct rsk_mempool {
 	intptr_t *gate;		  /* read-only: copy 0 of the pool's gate word */
 	size_t size;		  /* read-only: object size */
 	uint32_t index_offset_;	  /* Not API: the area field of mode's index */
+	uint32_t robust_;	  /* Not API: RSK_MEMPOOL_ROBUST (rsk_pcounter_add) */
 };
 
 /*
@@ -289,6 +290,9 @@ static inline intptr_t *rsk_mempool_gate(const struct rsk_mempool *p, int idx)
 #endif
 RSK_PCOUNTER_SLOW_ATTR_ int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v,
 					       enum rsk_result ret);
+/* Not API: rsk_pcounter_add of a robust pool, which checks ctr first. */
+RSK_PCOUNTER_SLOW_ATTR_ int rsk_pcounter_robust_add_(struct rsk_mempool *p, intptr_t *ctr,
+						     intptr_t v);
 
 /*
  * rsk_pcounter_add - add v (any sign) to the current CPU's copy of *ctr.
@@ -303,7 +307,9 @@ RSK_PCOUNTER_SLOW_ATTR_ int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *
  * where no thread of the process runs sections, with an atomic add and
  * no gate (it never fails there).
  * Precondition (not checked on the fast path): ctr is an intptr_t-aligned
- * word whose bytes all lie inside one live object of p.
+ * word whose bytes all lie inside one live object of p.  A robust pool
+ * (RSK_MEMPOOL_ROBUST) checks it, out of line: -EINVAL, and a line on
+ * stderr, for a pointer that is not (another pool's object, say).
  */
 /* Not API: one attempt in a mode known at compile time (so that each of
  * rsk_index() and rsk_gated_add() folds to its one form). */
@@ -351,6 +357,9 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 		return rsk_pcounter_slow_(p, ctr, v, RSK_NO_INDEX);
 	if (__builtin_expect(ctr == NULL, 0))
 		return -EINVAL;
+	/* A robust pool checks the pointer, out of line. */
+	if (__builtin_expect(p->robust_ != 0, 0))
+		return rsk_pcounter_robust_add_(p, ctr, v);
 	/* No area yet (first use) or no rseq: arming would write the TCB. */
 	if (__builtin_expect(off == 0, 0))
 		return rsk_pcounter_slow_(p, ctr, v, RSK_NO_INDEX);
@@ -372,6 +381,9 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 
 	if (__builtin_expect(p == NULL || ctr == NULL, 0))
 		return -EINVAL;
+	/* A robust pool checks the pointer, out of line. */
+	if (__builtin_expect(p->robust_ != 0, 0))
+		return rsk_pcounter_robust_add_(p, ctr, v);
 	if (p->mode == RSK_INDEX_CPU)
 		ret = rsk_pcounter_try_(p, ctr, v, RSK_INDEX_CPU, &idx);
 	else
