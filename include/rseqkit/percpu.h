@@ -69,8 +69,8 @@
  * section (RSK_ARCH_HAS_STRIDE_OPS) relies on the same two values, with
  * two guard strides below the pool's gates (src/mempool.c).
  *
- * Return values: negative errno on error, otherwise (for operations on the
- * current CPU's part) the index of the part that was used:
+ * Return values: negative errno on error, otherwise 0 (rsk_spinlock_lock:
+ * the index of the lock it took, which its unlock needs):
  *	-EINVAL  NULL structure or argument, bad mode, size or capacity 0 or
  *	         beyond its maximum, a CPU index outside the structure, a
  *	         structure already destroyed (where that is seen: destroy and
