@@ -390,7 +390,7 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 		ret = rsk_pcounter_try_(p, ctr, v, RSK_INDEX_CID, &idx);
 	if (__builtin_expect(ret == RSK_OK, 1))
 		return 0;
-	return rsk_pcounter_slow_(p, ctr, v, ret);
+	return rsk_pcounter_slow_(p, ctr, v, (enum rsk_result)ret);
 }
 #endif
 
