@@ -28,7 +28,12 @@ LDLIBS   += -pthread
 # The version is written once, in include/rseqkit/version.h.
 VERSION  := $(shell awk 'NF == 3 && $$2 ~ /^RSEQKIT_VERSION_(MAJOR|MINOR|PATCH)$$/ \
 		{ v = v (v == "" ? "" : ".") $$3 } END { print v }' include/rseqkit/version.h)
-SOVER    := 0
+# The soname's number: it changes with an incompatible binary interface
+# (abi/README.md says what changed).  librseqkit-malloc.so exports only the
+# C library's malloc family and its rsk_ twins, whose interface did not
+# change: it keeps its own.
+SOVER    := 1
+MALLOC_SOVER := 0
 
 # The library's sources, one folder a layer (src/malloc/ is the allocator,
 # built apart below): runtime/ (registration, topology, time slices),
@@ -136,12 +141,12 @@ $(BUILD)/obj/noarm-pic/%.o: src/%.c $(LIB_HDR)
 
 $(MALLOC_SO_V): $(MALLOC_SO_OBJ) $(PIC_OBJ) src/malloc/librseqkit-malloc.map
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -shared -Wl,-soname,librseqkit-malloc.so.$(SOVER) \
+	$(CC) $(BASEFLAGS) -shared -Wl,-soname,librseqkit-malloc.so.$(MALLOC_SOVER) \
 		-Wl,--version-script=src/malloc/librseqkit-malloc.map -Wl,-z,defs -o $@ \
 		$(MALLOC_SO_OBJ) $(PIC_OBJ) $(LDLIBS)
 $(MALLOC_SO): $(MALLOC_SO_V)
-	ln -sf librseqkit-malloc.so.$(VERSION) $(BUILD)/lib/librseqkit-malloc.so.$(SOVER)
-	ln -sf librseqkit-malloc.so.$(SOVER) $@
+	ln -sf librseqkit-malloc.so.$(VERSION) $(BUILD)/lib/librseqkit-malloc.so.$(MALLOC_SOVER)
+	ln -sf librseqkit-malloc.so.$(MALLOC_SOVER) $@
 $(MALLOC_A): $(MALLOC_A_OBJ) $(PIC_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
@@ -472,8 +477,8 @@ install: all $(PC_FILE) $(MALLOC_PC) install-check-libdir
 	fi
 	install -m 644 $(MALLOC_A) $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(MALLOC_SO_V) $(DESTDIR)$(LIBDIR)/
-	ln -sf librseqkit-malloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librseqkit-malloc.so.$(SOVER)
-	ln -sf librseqkit-malloc.so.$(SOVER) $(DESTDIR)$(LIBDIR)/librseqkit-malloc.so
+	ln -sf librseqkit-malloc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librseqkit-malloc.so.$(MALLOC_SOVER)
+	ln -sf librseqkit-malloc.so.$(MALLOC_SOVER) $(DESTDIR)$(LIBDIR)/librseqkit-malloc.so
 	install -m 644 $(MALLOC_PC) $(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit-malloc.pc
 	@if [ -n "$(BINDIR)" ]; then \
 		echo "install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/"; \
@@ -499,7 +504,7 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/librseqkit-tsan.so.$(VERSION) \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit-tsan.pc
 	rm -f $(DESTDIR)$(LIBDIR)/librseqkit-malloc.a $(DESTDIR)$(LIBDIR)/librseqkit-malloc.so \
-		$(DESTDIR)$(LIBDIR)/librseqkit-malloc.so.$(SOVER) \
+		$(DESTDIR)$(LIBDIR)/librseqkit-malloc.so.$(MALLOC_SOVER) \
 		$(DESTDIR)$(LIBDIR)/librseqkit-malloc.so.$(VERSION) \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/rseqkit-malloc.pc
 	-rmdir $(DESTDIR)$(LIBDIR)/pkgconfig 2>/dev/null

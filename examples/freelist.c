@@ -26,7 +26,7 @@ static struct obj *obj_get(void)
 {
 	struct rsk_stack_node *n, *rest, *next;
 
-	if (rsk_stack_pop(freelist, &n) >= 0)
+	if (rsk_stack_pop(freelist, &n) == 0)
 		return (struct obj *)n;
 	for (int cpu = 0; cpu < freelist->nr; cpu++) {
 		if (rsk_stack_pop_all_cpu(freelist, cpu, &n) != 0)

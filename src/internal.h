@@ -48,6 +48,14 @@ extern struct rsk_process rsk_process __attribute__((visibility("hidden")));
 #define RSK_DEFAULT_ABORT_LIMIT 16
 
 void rsk_init_once(void);
+/* RSEQKIT_DEBUG (rseqkit(7)): the checking modes an unmodified binary
+ * asks for, a comma list read once at initialisation (src/runtime.c). */
+#define RSK_DEBUG_POOL_	    1u /* every pool is created with RSK_POOL_DEBUG */
+#define RSK_DEBUG_SPINLOCK_ 2u /* spinlocks check their holder (spinlock.c) */
+extern unsigned rsk_debug_ __attribute__((visibility("hidden")));
+/* Write "rseqkit: <text><addr><more>" to stderr (addr in hex, left out
+ * when NULL), async-signal-safe (src/progress.c). */
+void rsk_report_(const char *text, const void *addr, const char *more);
 /* RSEQKIT_CHECK_THREADS=1: stop the process, with a message, when the
  * calling thread is not one rseqkit supports (src/runtime/runtime.c).  Called,
  * when rsk_process.check_threads is set, where every operation's
@@ -232,13 +240,13 @@ struct rsk_percpu_kind {
 	/* The structure's type name, for RSEQKIT_GATE_WARN_MS reports. */
 	const char *name;
 	/* One attempt of the fast path (the inline one, called from here). */
-	enum rsk_try (*attempt)(void *s, void *arg, int *idx);
+	enum rsk_result (*attempt)(void *s, void *arg, int *idx);
 	/* The operation on part idx with plain code while its gate is
-	 * closed: RSK_TRY_DONE, RSK_TRY_EMPTY, RSK_TRY_FULL, or
-	 * RSK_TRY_CHANGED for "busy: wait and try again" (with `wait`).
+	 * closed: RSK_OK, RSK_EMPTY, RSK_FULL, or
+	 * RSK_CMPFAIL for "busy: wait and try again" (with `wait`).
 	 * For a structure without gates: the operation done safely while
 	 * sections run on part idx (atomics, its own lock). */
-	enum rsk_try (*locked)(void *s, int idx, void *arg);
+	enum rsk_result (*locked)(void *s, int idx, void *arg);
 	/* The gate of part idx; NULL for a structure whose sections need no
 	 * gate (the counter): then nothing is closed or fenced, and `locked`
 	 * runs beside the sections. */
@@ -247,24 +255,24 @@ struct rsk_percpu_kind {
 	 * next attempt: round counts the waits of this operation. */
 	void (*wait)(void *s, int idx, unsigned round);
 	/* NULL, or a look at part idx without its gate, for operations on
-	 * another CPU's part: RSK_TRY_EMPTY or RSK_TRY_FULL end the operation
+	 * another CPU's part: RSK_EMPTY or RSK_FULL end the operation
 	 * there (it was so when looked at), without a gate or a fence. */
-	enum rsk_try (*peek)(const void *s, int idx, const void *arg);
+	enum rsk_result (*peek)(const void *s, int idx, const void *arg);
 };
 
 /*
  * The slow path of every structure operation on the current CPU's part:
  * after a first attempt that returned `first`, the retries (after
- * RSK_TRY_CHANGED, and after RSK_TRY_ABORTED until the abort limit), the
- * lazy registration of the thread (after RSK_TRY_NO_INDEX), then the
+ * RSK_CMPFAIL, and after RSK_ABORTED until the abort limit), the
+ * lazy registration of the thread (after RSK_NO_INDEX), then the
  * operation under a part's gate.  Returns the index of the part used, or
  * -ENOENT, -ENOSPC, -EINVAL (a destroyed structure), or the gate's error.
  */
-int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_try first);
-/* The error of an operation that ended with r (not RSK_TRY_DONE). */
-static inline int rsk_percpu_final_error_(enum rsk_try r)
+int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_result first);
+/* The error of an operation that ended with r (not RSK_OK). */
+static inline int rsk_percpu_final_error_(enum rsk_result r)
 {
-	return r == RSK_TRY_EMPTY ? -ENOENT : r == RSK_TRY_FULL ? -ENOSPC : -EINVAL;
+	return r == RSK_EMPTY ? -ENOENT : r == RSK_FULL ? -ENOSPC : -EINVAL;
 }
 
 /* The part of a thread that runs no sections (its first use chooses it
@@ -313,7 +321,7 @@ rsk_percpu_plain(void *s, const struct rsk_percpu_kind *k, void *arg)
 	const struct rsk_percpu_head *h = s;
 	struct gate_self *g;
 	intptr_t *gate;
-	enum rsk_try r;
+	enum rsk_result r;
 	int idx;
 
 	if (__builtin_expect(!rsk_percpu_alive_(h), 0))
@@ -325,15 +333,15 @@ rsk_percpu_plain(void *s, const struct rsk_percpu_kind *k, void *arg)
 		return rsk_percpu_plain_(s, k, arg, -1);
 	r = k->locked(s, idx, arg);
 	rsk_gate_drop_plain_at_(g, gate, idx, 1);
-	if (__builtin_expect(r == RSK_TRY_DONE, 1))
+	if (__builtin_expect(r == RSK_OK, 1))
 		return idx;
-	if (r == RSK_TRY_CHANGED && k->wait != NULL)
+	if (r == RSK_CMPFAIL && k->wait != NULL)
 		return rsk_percpu_plain_(s, k, arg, idx);
 	return rsk_percpu_final_error_(r);
 }
 
 static inline int rsk_percpu_slow(void *s, const struct rsk_percpu_kind *k, void *arg,
-				  enum rsk_try first)
+				  enum rsk_result first)
 {
 	const struct rsk_percpu_head *h = s;
 

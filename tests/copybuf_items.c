@@ -47,14 +47,16 @@ static int do_push(struct rsk_copybuf *b, int how, int cpu, const void *item)
 {
 	int r = how == VIA_CPU ? rsk_copybuf_push_cpu(b, cpu, item) : rsk_copybuf_push(b, item);
 
-	return how == VIA_CPU ? r : (r == cpu ? 0 : r < 0 ? r : -ERANGE);
+	/* The plain operation returns 0; it must have used the pinned CPU's
+	 * part (its index is read, as it no longer comes back). */
+	return how == VIA_CPU ? r : (r != 0 ? r : rsk_cpu() == cpu ? 0 : -ERANGE);
 }
 
 static int do_pop(struct rsk_copybuf *b, int how, int cpu, void *item)
 {
 	int r = how == VIA_CPU ? rsk_copybuf_pop_cpu(b, cpu, item) : rsk_copybuf_pop(b, item);
 
-	return how == VIA_CPU ? r : (r == cpu ? 0 : r < 0 ? r : -ERANGE);
+	return how == VIA_CPU ? r : (r != 0 ? r : rsk_cpu() == cpu ? 0 : -ERANGE);
 }
 
 /* One size through one pair, at every offset.  Returns the number of
@@ -74,7 +76,7 @@ static int one_pair(size_t size, int push_how, int pop_how, char *why, size_t le
 	}
 	/* The part of this CPU (pinned): where push and pop go. */
 	memset(want, 1, sizeof(want));
-	cpu = rsk_copybuf_push(b, want);
+	cpu = rsk_copybuf_push(b, want) == 0 ? rsk_cpu() : -1;
 	if (cpu < 0 || rsk_copybuf_pop_cpu(b, cpu, want) != 0) {
 		snprintf(why, len, "no part to use (%d)", cpu);
 		rsk_copybuf_destroy(b);

@@ -221,15 +221,15 @@ static int broken_guard_loses(struct trio *t, int32_t mark, char *why, size_t le
 	POOL_GUARD_GATE(t->pool, -1) = 0;
 	POOL_GUARD_GATE(t->pool, -2) = 0;
 	for (int i = 0; i < OPS; i++)
-		as_mark += rsk_pcounter_add(t->pool, t->pc, 1) == mark;
+		as_mark += rsk_pcounter_add(t->pool, t->pc, 1) == 0; /* success claimed */
 	POOL_GUARD_GATE(t->pool, -1) = g1;
 	POOL_GUARD_GATE(t->pool, -2) = g2;
 	strayed = *stray;
 	*stray = 0;
 	mprotect(guard, 2 * RSK_MEMPOOL_STRIDE, PROT_READ);
 	rsk_pcounter_sum(t->pool, t->pc, &after);
-	snprintf(why, len, "(sum %ld before, %ld after %d adds; %ld in the guard stride; %d returned %d)",
-		 (long)before, (long)after, OPS, (long)strayed, as_mark, (int)mark);
+	snprintf(why, len, "(sum %ld before, %ld after %d adds; %ld in the guard stride of index %d; %d returned 0)",
+		 (long)before, (long)after, OPS, (long)strayed, (int)mark, as_mark);
 	return after == before && strayed == OPS && as_mark == OPS;
 }
 #endif

@@ -10,8 +10,8 @@
 #     (librseqkit-tsan, rseqkit-tsan.pc) is installed, and a TSan program
 #     using a pool across threads gets no report with it, but reports from
 #     inside rseqkit with the plain library;
-#   - soname librseqkit.so.0; only rsk_* symbols exported, all at version
-#     RSEQKIT_0, and exactly those listed in abi/librseqkit.symbols;
+#   - soname librseqkit.so.1; only rsk_* symbols exported, all at version
+#     RSEQKIT_1, and exactly those listed in abi/librseqkit.symbols;
 #   - every installed header compiles on its own (C), the umbrella header in
 #     C++ too, and the arch layer refuses to be included directly.
 #
@@ -82,7 +82,7 @@ if [ $status -ne 0 ]; then
 	finish
 fi
 missing=
-for f in include/rseqkit/rseqkit.h lib/librseqkit.a lib/librseqkit.so lib/librseqkit.so.0 \
+for f in include/rseqkit/rseqkit.h lib/librseqkit.a lib/librseqkit.so lib/librseqkit.so.1 \
 	lib/pkgconfig/rseqkit.pc bin/rseqkit-info share/man/man3/rsk_init.3 \
 	share/man/man7/rseqkit.7 share/man/man1/rseqkit-info.1 bin/rseqkit-bench \
 	share/man/man1/rseqkit-bench.1 include/rseqkit/malloc.h lib/librseqkit-malloc.a \
@@ -105,10 +105,10 @@ ok $? "no installed header mentions a BENCH symbol$([ -s "$tmp/bench-hdrs" ] &&
 
 # --- the shared object ------------------------------------------------------
 so=$prefix/lib/librseqkit.so
-readelf -d "$so" | grep -q 'Library soname: \[librseqkit\.so\.0\]'
-ok $? "soname is librseqkit.so.0"
+readelf -d "$so" | grep -q 'Library soname: \[librseqkit\.so\.1\]'
+ok $? "soname is librseqkit.so.1"
 
-# Every defined dynamic symbol but the version node itself (RSEQKIT_0).
+# Every defined dynamic symbol but the version node itself (RSEQKIT_1).
 nm -D --defined-only "$so" | awk 'NF == 3 { print $3 }' | grep -v '^RSEQKIT_' \
 	>"$tmp/versioned"
 sed 's/@.*//' "$tmp/versioned" | LC_ALL=C sort >"$tmp/symbols"
@@ -117,8 +117,8 @@ ok $? "only rsk_* symbols are exported"
 grep -v '^rsk_' "$tmp/symbols" | head -n 20 | diag
 ! grep -q '^rsk_inject_' "$tmp/symbols"
 ok $? "no test-only injection symbols (rsk_inject_*) in the installed library"
-! grep -qv '@@RSEQKIT_0$' "$tmp/versioned"
-ok $? "every exported symbol has version RSEQKIT_0"
+! grep -qv '@@RSEQKIT_1$' "$tmp/versioned"
+ok $? "every exported symbol has version RSEQKIT_1"
 
 list=$ROOT/abi/librseqkit.symbols
 if [ -f "$list" ]; then
@@ -306,8 +306,8 @@ if command -v pkg-config >/dev/null 2>&1; then
 	ok $status "consumer links the shared library (pkg-config --cflags --libs)"
 	diag "$tmp/cc.log"
 	if [ $status -eq 0 ]; then
-		readelf -d "$tmp/consumer-shared" | grep -q 'NEEDED.*\[librseqkit\.so\.0\]'
-		ok $? "shared consumer needs librseqkit.so.0"
+		readelf -d "$tmp/consumer-shared" | grep -q 'NEEDED.*\[librseqkit\.so\.1\]'
+		ok $? "shared consumer needs librseqkit.so.1"
 		run_consumer "$tmp/consumer-shared" "shared consumer" LD_LIBRARY_PATH="$prefix/lib"
 	fi
 
@@ -440,7 +440,7 @@ elif ! command -v pkg-config >/dev/null 2>&1; then
 	skip "pkg-config not installed: the TSan variant not tried [pkg pkg-config]"
 else
 	missing=
-	for f in lib/librseqkit-tsan.a lib/librseqkit-tsan.so lib/librseqkit-tsan.so.0 \
+	for f in lib/librseqkit-tsan.a lib/librseqkit-tsan.so lib/librseqkit-tsan.so.1 \
 		lib/pkgconfig/rseqkit-tsan.pc; do
 		[ -e "$prefix/$f" ] || missing="$missing $f"
 	done
@@ -462,7 +462,7 @@ else
 		diag "$tmp/cc.log"
 		[ $status -eq 0 ] || continue
 		if [ $kind = shared ]; then
-			readelf -d "$tmp/tsan-$kind" | grep -q 'NEEDED.*\[librseqkit-tsan\.so\.0\]'
+			readelf -d "$tmp/tsan-$kind" | grep -q 'NEEDED.*\[librseqkit-tsan\.so\.1\]'
 		else
 			! readelf -d "$tmp/tsan-$kind" | grep -q 'NEEDED.*librseqkit'
 		fi
@@ -566,7 +566,7 @@ p2=$tmp/multiarch
 ma=lib/$( ${CC%% *} -print-multiarch 2>/dev/null | grep . || echo x86_64-linux-gnu)
 mk PREFIX="$p2" LIBDIR="$p2/$ma" install >"$tmp/install2.log" 2>&1
 ok $? "make install LIBDIR=PREFIX/$ma"
-[ -e "$p2/$ma/librseqkit.so.0" ] && [ -e "$p2/$ma/librseqkit.a" ] &&
+[ -e "$p2/$ma/librseqkit.so.1" ] && [ -e "$p2/$ma/librseqkit.a" ] &&
 	[ -e "$p2/$ma/pkgconfig/rseqkit.pc" ] && [ ! -e "$p2/lib/librseqkit.so" ] &&
 	[ ! -e "$p2/lib/pkgconfig" ]
 ok $? "libraries and rseqkit.pc in $ma, nothing in lib/"

@@ -620,7 +620,9 @@ static void accounting_checks(void)
 		for (int k = 0; k < ncpu; k++) {
 			pin(cpus[k]);
 			for (int i = 0; i < 100; i++) {
-				int idx = rsk_pcounter_add(p, c, 1);
+				/* The copy the add went to: the pinned
+				 * thread's index (the add returns 0). */
+				int idx = rsk_pcounter_add(p, c, 1) == 0 ? rsk_index(p->mode) : -1;
 				if (idx >= 0 && idx < 63)
 					res[2] |= 1l << idx;
 			}
@@ -1238,6 +1240,48 @@ static void iteration(void)
 
 /* --- driver ------------------------------------------------------------------- */
 
+/* rsk_pcounter_add in robust mode checks that the word lies in the pool
+ * it is given: another pool's counter, or a pointer outside any pool, is
+ * -EINVAL with a report, and nothing is added; the right pool adds. */
+static void robust_pcounter(void)
+{
+	char buf[4096];
+	struct rsk_mempool *p = make(sizeof(intptr_t), 0, RSK_INDEX_CPU, RSK_MEMPOOL_ROBUST);
+	struct rsk_mempool *q = make(sizeof(intptr_t), 0, RSK_INDEX_CPU, RSK_MEMPOOL_ROBUST);
+	struct rsk_mempool *plain = make(sizeof(intptr_t), 0, RSK_INDEX_CPU, 0);
+	intptr_t *cp = p ? rsk_mempool_zalloc(p) : NULL, *cq = q ? rsk_mempool_zalloc(q) : NULL;
+	intptr_t *cn = plain ? rsk_mempool_zalloc(plain) : NULL, sp = -1, sq = -1, sn = -1;
+	intptr_t local = 0;
+	int wrong, outside, right, plain_ok;
+
+	if (cp == NULL || cq == NULL || cn == NULL) {
+		tap_ok(0, "robust pcounter: cannot make the pools");
+		tap_ok(0, "robust pcounter: cannot make the pools");
+		return;
+	}
+	capture_start();
+	wrong = rsk_pcounter_add(p, cq, 5);
+	outside = rsk_pcounter_add(p, &local, 5);
+	capture_end(buf, sizeof(buf));
+	right = rsk_pcounter_add(p, cp, 3);
+	rsk_pcounter_sum(p, cp, &sp);
+	rsk_pcounter_sum(q, cq, &sq);
+	tap_ok(wrong == -EINVAL && outside == -EINVAL && local == 0 && sq == 0 && right == 0 &&
+		       sp == 3 && strstr(buf, "rsk_pcounter_add") != NULL,
+	       "robust pcounter: another pool's counter and a local word -EINVAL, nothing added, "
+	       "reported; its own adds (%d %d %d, sums %ld %ld; stderr '%.120s')",
+	       wrong, outside, right, (long)sp, (long)sq, buf);
+	/* A pool that is not robust does not check (the documented
+	 * precondition): its fast path stays one section. */
+	plain_ok = rsk_pcounter_add(plain, cn, 2);
+	rsk_pcounter_sum(plain, cn, &sn);
+	tap_ok(plain_ok == 0 && sn == 2, "a plain pool's pcounter add (%d, sum %ld)", plain_ok,
+	       (long)sn);
+	rsk_mempool_destroy(p);
+	rsk_mempool_destroy(q);
+	rsk_mempool_destroy(plain);
+}
+
 static void run_all(void)
 {
 	bad_input();
@@ -1248,6 +1292,7 @@ static void run_all(void)
 	limits();
 	iteration();
 	robust();
+	robust_pcounter();
 	several();
 	churn(RSK_INDEX_CPU, "cpu");
 	churn(RSK_INDEX_CID, "cid");

@@ -21,6 +21,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/resource.h>
@@ -51,7 +53,7 @@ static int second_cpu(void)
 static struct rsk_pool *make(enum rsk_index_mode m, size_t size, size_t align, long cap,
 			     size_t max_bytes, unsigned flags)
 {
-	struct rsk_pool_config cfg = { size, align, cap, max_bytes, flags, m };
+	struct rsk_pool_config cfg = { size, align, cap, max_bytes, flags, m, 0 };
 	struct rsk_pool *p = NULL;
 
 	if (rsk_pool_create(&p, &cfg) != 0)
@@ -61,7 +63,7 @@ static struct rsk_pool *make(enum rsk_index_mode m, size_t size, size_t align, l
 
 static void bad_input(void)
 {
-	struct rsk_pool_config cfg = { 64, 16, 8, 0, 0, RSK_INDEX_CPU };
+	struct rsk_pool_config cfg = { 64, 16, 8, 0, 0, RSK_INDEX_CPU, 0 };
 	struct rsk_pool *p = NULL;
 
 	tap_ok(rsk_pool_create(NULL, &cfg) == -EINVAL && rsk_pool_create(&p, NULL) == -EINVAL,
@@ -76,8 +78,8 @@ static void bad_input(void)
 	cfg.align = RSK_POOL_MAX_ALIGN * 2;
 	tap_ok(rsk_pool_create(&p, &cfg) == -EINVAL, "alignment > RSK_POOL_MAX_ALIGN -EINVAL");
 	cfg.align = 16;
-	cfg.cache_capacity = 0;
-	tap_ok(rsk_pool_create(&p, &cfg) == -EINVAL, "capacity 0 -EINVAL");
+	cfg.cache_capacity = -1;
+	tap_ok(rsk_pool_create(&p, &cfg) == -EINVAL, "capacity -1 -EINVAL");
 	cfg.cache_capacity = RSK_POOL_MAX_CAPACITY + 1;
 	tap_ok(rsk_pool_create(&p, &cfg) == -EINVAL, "capacity > max -EINVAL");
 	cfg.cache_capacity = 8;
@@ -512,9 +514,164 @@ static void debug(enum rsk_index_mode m, const char *mn)
 	debug_case(m, mn, USE_AFTER_FREE, "use after free");
 }
 
+/* rsk_pool_create(&p, cfg) with stderr caught: its return, and in msg
+ * what it wrote there. */
+static int create_caught(struct rsk_pool **p, const struct rsk_pool_config *cfg, char *msg,
+			 size_t len)
+{
+	int fds[2], saved = dup(2), ret;
+	ssize_t n;
+
+	msg[0] = '\0';
+	if (saved < 0 || pipe(fds) != 0)
+		return -1000;
+	fflush(stderr);
+	dup2(fds[1], 2);
+	ret = rsk_pool_create(p, cfg);
+	dup2(saved, 2);
+	close(saved);
+	close(fds[1]);
+	n = read(fds[0], msg, len - 1);
+	msg[n > 0 ? n : 0] = '\0';
+	close(fds[0]);
+	return ret;
+}
+
+/* Zero is the default of every field but size; the slab size is a field
+ * and follows max_bytes; a debug pool's -EINVAL names the field. */
+static void defaults_and_slabs(void)
+{
+	struct rsk_pool_config cfg = { .size = 128 };
+	struct rsk_pool_stats st;
+	struct rsk_pool *p = NULL;
+	char msg[512];
+	void *o;
+	int r;
+
+	r = rsk_pool_create(&p, &cfg);
+	o = r == 0 ? rsk_pool_alloc(p) : NULL;
+	tap_ok(r == 0 && o != NULL && rsk_pool_free(p, o) == 0 && p->capacity == 128 &&
+		       p->align == 16 && p->mode == RSK_INDEX_CPU && rsk_pool_stats(p, &st) == 0 &&
+		       st.slab_bytes == ((size_t)64 << 10),
+	       "{ .size = 128 } creates a pool: capacity 128 (64 KiB of objects), align 16, "
+	       "cpu mode, 64 KiB slabs (%d)", r);
+	if (r == 0)
+		rsk_pool_destroy(p);
+
+	cfg = (struct rsk_pool_config){ .size = 1024 };
+	r = rsk_pool_create(&p, &cfg);
+	tap_ok(r == 0 && p->capacity == 64 && rsk_pool_stats(p, &st) == 0 &&
+		       st.slab_bytes == ((size_t)128 << 10) && st.slab_objects >= 64,
+	       "1 KiB objects: capacity 64, 128 KiB slabs of 64 or more objects (%d)", r);
+	if (r == 0)
+		rsk_pool_destroy(p);
+	cfg.max_bytes = (size_t)64 << 10;
+	r = rsk_pool_create(&p, &cfg);
+	o = r == 0 ? rsk_pool_alloc(p) : NULL;
+	memset(&st, 0, sizeof(st));
+	if (r == 0)
+		rsk_pool_stats(p, &st);
+	tap_ok(r == 0 && o != NULL &&
+		       st.slab_bytes == ((size_t)64 << 10) && st.slab_objects > 0,
+	       "1 KiB objects, max_bytes 64 KiB: accepted with 64 KiB slabs (%d, %zu objects)", r,
+	       st.slab_objects);
+	if (r == 0)
+		rsk_pool_destroy(p);
+	cfg.max_bytes = 0;
+	cfg.slab_bytes = (size_t)16 << 10;
+	r = rsk_pool_create(&p, &cfg);
+	o = r == 0 ? rsk_pool_alloc(p) : NULL;
+	memset(&st, 0, sizeof(st));
+	if (r == 0)
+		rsk_pool_stats(p, &st);
+	tap_ok(r == 0 && o != NULL &&
+		       st.slab_bytes == ((size_t)16 << 10) && st.slab_objects >= 10 &&
+		       st.slab_objects < 16,
+	       "slab_bytes 16 KiB: slabs of 16 KiB (%d, %zu objects)", r,
+	       st.slab_objects);
+	if (r == 0)
+		rsk_pool_destroy(p);
+	cfg.slab_bytes = 3000;
+	tap_ok(rsk_pool_create(&p, &cfg) == -EINVAL, "slab_bytes 3000 (not a power of two) -EINVAL");
+	cfg.slab_bytes = 2048;
+	tap_ok(rsk_pool_create(&p, &cfg) == -EINVAL, "slab_bytes 2 KiB (below 4 KiB) -EINVAL");
+	cfg = (struct rsk_pool_config){ .size = 8192, .slab_bytes = 8192 };
+	tap_ok(rsk_pool_create(&p, &cfg) == -EINVAL,
+	       "slab_bytes 8 KiB for 8 KiB objects (no room for the header) -EINVAL");
+	cfg = (struct rsk_pool_config){ .size = 1024, .max_bytes = 1000 };
+	tap_ok(rsk_pool_create(&p, &cfg) == -EINVAL, "max_bytes 1000 (below any slab) -EINVAL");
+	cfg = (struct rsk_pool_config){ .size = 64, .max_bytes = (size_t)64 << 10,
+					.slab_bytes = (size_t)128 << 10 };
+	tap_ok(rsk_pool_create(&p, &cfg) == -EINVAL, "max_bytes below the slab_bytes asked -EINVAL");
+
+	cfg = (struct rsk_pool_config){ .size = 64, .cache_capacity = -1, .flags = RSK_POOL_DEBUG };
+	r = create_caught(&p, &cfg, msg, sizeof(msg));
+	tap_ok(r == -EINVAL && strstr(msg, "rseqkit: rsk_pool_create: cache_capacity") != NULL,
+	       "a debug pool's -EINVAL names the field on stderr (%d: %.80s)", r, msg);
+	cfg = (struct rsk_pool_config){ .size = 64, .max_bytes = 100, .flags = RSK_POOL_DEBUG };
+	r = create_caught(&p, &cfg, msg, sizeof(msg));
+	tap_ok(r == -EINVAL && strstr(msg, "rsk_pool_create: max_bytes") != NULL,
+	       "... max_bytes too (%d: %.80s)", r, msg);
+	cfg.flags = 0;
+	r = create_caught(&p, &cfg, msg, sizeof(msg));
+	tap_ok(r == -EINVAL && (getenv("RSEQKIT_DEBUG") != NULL || msg[0] == '\0'),
+	       "a pool without debug mode says nothing (%d: %.80s)", r, msg);
+}
+
+/* RSEQKIT_DEBUG=pool in a fresh process (the variable is read once, at
+ * initialisation): a pool created without RSK_POOL_DEBUG has it, and a
+ * double free is found (abort, with the message). */
+static void debug_env_child(void)
+{
+	struct rsk_pool_config cfg = { .size = 64 };
+	struct rsk_pool *p = NULL;
+	void *o;
+
+	if (rsk_pool_create(&p, &cfg) != 0)
+		_exit(3);
+	printf("debug=%d\n", (p->flags & RSK_POOL_DEBUG) != 0);
+	fflush(stdout);
+	o = rsk_pool_alloc(p);
+	rsk_pool_free(p, o);
+	rsk_pool_free(p, o); /* the debug check aborts here */
+	_exit(4);
+}
+
+static void debug_env(char **argv)
+{
+	int fds[2], status = 0;
+	char out[1024] = "";
+	ssize_t n, got = 0;
+	pid_t pid;
+
+	if (pipe(fds) != 0 || (pid = fork()) < 0) {
+		tap_ok(0, "RSEQKIT_DEBUG=pool: cannot fork");
+		return;
+	}
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		dup2(fds[1], 2);
+		close(fds[0]);
+		setenv("RSEQKIT_DEBUG", "spinlock,pool", 1);
+		execl("/proc/self/exe", argv[0], "--debug-env", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	while ((n = read(fds[0], out + got, sizeof(out) - 1 - (size_t)got)) > 0)
+		got += n;
+	out[got] = '\0';
+	close(fds[0]);
+	waitpid(pid, &status, 0);
+	tap_ok(strstr(out, "debug=1") != NULL && WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT &&
+		       strstr(out, "rseqkit: pool") != NULL,
+	       "RSEQKIT_DEBUG=spinlock,pool: an unmodified pool gets the debug checks (a double free "
+	       "aborts with the message)");
+}
+
 static void run_all(void)
 {
 	bad_input();
+	defaults_and_slabs();
 	for (int m = 0; m < 2; m++) {
 		const char *mn = m ? "cid" : "cpu";
 		single((enum rsk_index_mode)m, mn);
@@ -561,6 +718,9 @@ int main(int argc, char **argv)
 	struct rsk_status st;
 	int child = argc > 1 && strcmp(argv[1], "--child") == 0;
 
+	if (argc > 1 && strcmp(argv[1], "--debug-env") == 0)
+		debug_env_child();
+
 	rsk_status(&st);
 	if (!st.available)
 		tap_diag("rseq unavailable (%s): slow paths only", st.reason);
@@ -568,8 +728,10 @@ int main(int argc, char **argv)
 	pinned_cpu = sched_getcpu();
 	pin(pinned_cpu);
 	run_all();
-	if (!child)
+	if (!child) {
 		without_rseq(argv);
+		debug_env(argv);
+	}
 	printf("1..%d\n", tap_n);
 	return tap_done();
 }

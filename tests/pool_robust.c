@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The pool's robustness (pool.h):
- *   - max_bytes below one slab is rejected at create (-EINVAL), one slab
- *     is accepted and allocates;
+ *   - max_bytes below the default slab makes smaller slabs, within the
+ *     bound; below any slab that holds an object it is rejected at create
+ *     (-EINVAL); one slab is accepted and allocates;
  *   - a second rsk_pool_destroy(), and the out-of-line entries (drain,
  *     trim, stats, the slow paths) after destroy, are -EINVAL while the
  *     freed memory is not reused (its magic word; before: a double free);
@@ -127,7 +128,7 @@ int pthread_mutex_lock(pthread_mutex_t *m)
 static struct rsk_pool *make(enum rsk_index_mode m, size_t size, long cap, size_t max_bytes,
 			     unsigned flags, int *err)
 {
-	struct rsk_pool_config cfg = { size, 0, cap, max_bytes, flags, m };
+	struct rsk_pool_config cfg = { size, 0, cap, max_bytes, flags, m, 0 };
 	struct rsk_pool *p = NULL;
 
 	*err = rsk_pool_create(&p, &cfg);
@@ -148,20 +149,34 @@ static void bound(void)
 	rsk_pool_stats(p, &st);
 	slab = st.slab_bytes;
 	rsk_pool_destroy(p);
+	/* Below the default slab: the largest slab within the bound. */
 	q = make(RSK_INDEX_CPU, 64, 8, slab - 1, 0, &err);
-	if (q)
+	if (q) {
+		void *o1 = rsk_pool_alloc(q);
+
+		rsk_pool_stats(q, &st);
+		err = o1 != NULL && st.slab_bytes == slab / 2 ? 0 : -1000;
 		rsk_pool_destroy(q);
+	}
 	q = make(RSK_INDEX_CID, 64, 8, 4096, 0, &err2);
+	if (q) {
+		rsk_pool_stats(q, &st);
+		err2 = st.slab_bytes == 4096 ? 0 : -1000;
+		rsk_pool_destroy(q);
+	}
+	/* Below any slab that holds one object: 1000 bytes (slabs are 4 KiB
+	 * at least), 8 KiB for 8 KiB objects (no room for the header). */
+	q = make(RSK_INDEX_CPU, 8192, 8, 8192, 0, &err3);
 	if (q)
 		rsk_pool_destroy(q);
-	/* Big objects make bigger slabs: 8 KiB objects, 8 per slab at least. */
-	q = make(RSK_INDEX_CPU, 8192, 8, 65536, 0, &err3);
+	int err4;
+	q = make(RSK_INDEX_CPU, 64, 8, 1000, 0, &err4);
 	if (q)
 		rsk_pool_destroy(q);
-	tap_ok(err == -EINVAL && err2 == -EINVAL && err3 == -EINVAL,
-	       "max_bytes below one slab (%zu - 1, 4096; 64 KiB for 8 KiB objects): -EINVAL "
-	       "(%d %d %d)",
-	       slab, err, err2, err3);
+	tap_ok(err == 0 && err2 == 0 && err3 == -EINVAL && err4 == -EINVAL,
+	       "max_bytes below the default slab: smaller slabs (%zu - 1: %zu, 4096: 4096); below "
+	       "one object's slab (8 KiB for 8 KiB objects, 1000): -EINVAL (%d %d %d %d)",
+	       slab, slab / 2, err, err2, err3, err4);
 	p = make(RSK_INDEX_CPU, 64, 8, slab, 0, &err);
 	void *o = p ? rsk_pool_alloc(p) : NULL;
 	tap_ok(p != NULL && o != NULL, "max_bytes of exactly one slab: created, allocates");

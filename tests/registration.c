@@ -260,7 +260,7 @@ static int unregistered_cid_add_is_slow(void)
 	if (rsk_counter_create(&c, RSK_INDEX_CID) != 0)
 		return 0;
 	rsk_stats_thread(&before);
-	idx = rsk_counter_add(c, 1);
+	idx = rsk_counter_add(c, 1); /* 0 */
 	rsk_stats_thread(&after);
 	rsk_counter_sum(c, &sum);
 	int cid = c->mode == RSK_INDEX_CID;

@@ -82,6 +82,49 @@ static const char *no_second_destroy(size_t bytes)
 	} while (0)
 
 #define N_COUNTER 18
+
+/* The part an operation used: the structures' operations return 0, so the
+ * tests find the part by what it holds. */
+static int counter_part(const struct rsk_counter *c)
+{
+	for (int i = 0; i < c->nr; i++) {
+		intptr_t v = 0;
+
+		if (rsk_counter_read(c, i, &v) == 0 && v != 0)
+			return i;
+	}
+	return -1;
+}
+static int stack_part(const struct rsk_stack *s, const struct rsk_stack_node *node)
+{
+	for (int i = 0; i < s->nr; i++)
+		if (__atomic_load_n(&s->part[i].head, __ATOMIC_RELAXED) == (intptr_t)node)
+			return i;
+	return -1;
+}
+static int ptrbuf_part(const struct rsk_ptrbuf *b, const void *ptr)
+{
+	for (int i = 0; i < b->nr; i++) {
+		const struct rsk_ptrbuf_part *q = rsk_ptrbuf_part_(b, (size_t)i);
+
+		if (q->count > 0 && q->slot[q->count - 1] == (intptr_t)ptr)
+			return i;
+	}
+	return -1;
+}
+static int copybuf_part(const struct rsk_copybuf *b, intptr_t first_word)
+{
+	for (int i = 0; i < b->nr; i++) {
+		const struct rsk_copybuf_part *q = rsk_copybuf_part_(b, (size_t)i);
+
+		if (q->count > 0 && q->item[(size_t)(q->count - 1) * b->words] == first_word)
+			return i;
+	}
+	return -1;
+}
+/* ret (0 or -errno) as the part used, found by `part`, or ret itself. */
+#define PART_OF(ret, part) ((ret) == 0 ? (part) : (ret) < 0 ? (ret) : -1000)
+
 static void counter(enum rsk_index_mode m, const char *mn)
 {
 	struct rsk_counter *c = NULL;
@@ -97,9 +140,9 @@ static void counter(enum rsk_index_mode m, const char *mn)
 		       (m == RSK_INDEX_CPU ? c->mode == RSK_INDEX_CPU
 					   : c->mode == (cid_structures() ? RSK_INDEX_CID : RSK_INDEX_CPU)),
 	       "%s counter: one 128-aligned part per possible CPU, mode %d", mn, c->mode);
-	idx = rsk_counter_add(c, 5);
-	tap_ok(idx >= 0 && idx < nr, "%s counter: add returns the part index %d", mn, idx);
-	tap_ok(rsk_counter_add(c, -2) == idx, "%s counter: negative add, same part", mn);
+	idx = PART_OF(rsk_counter_add(c, 5), counter_part(c));
+	tap_ok(idx >= 0 && idx < nr, "%s counter: add returns 0, on part %d", mn, idx);
+	tap_ok(rsk_counter_add(c, -2) == 0, "%s counter: negative add returns 0", mn);
 	tap_ok(rsk_counter_read(c, idx, &v) == 0 && v == 3, "%s counter: read part = 3", mn);
 	tap_ok(rsk_counter_sum(c, &sum) == 0 && sum == 3, "%s counter: sum = 3", mn);
 	tap_ok(rsk_counter_read(c, -1, &v) == -EINVAL && rsk_counter_read(c, nr, &v) == -EINVAL,
@@ -163,11 +206,12 @@ static void stack(enum rsk_index_mode m, const char *mn)
 	       "%s stack: created", mn);
 	tap_ok(rsk_stack_pop(s, &out) == -ENOENT && out == NULL, "%s stack: pop of empty -ENOENT",
 	       mn);
-	idx = rsk_stack_push(s, &n[0]);
-	tap_ok(idx >= 0 && rsk_stack_push(s, &n[1]) == idx && rsk_stack_push(s, &n[2]) == idx,
-	       "%s stack: three pushes on part %d", mn, idx);
-	tap_ok(rsk_stack_pop(s, &out) == idx && out == &n[2], "%s stack: pop is LIFO", mn);
-	tap_ok(rsk_stack_pop_all(s, &out) == idx && out == &n[1] && n[1].next == &n[0] &&
+	idx = PART_OF(rsk_stack_push(s, &n[0]), stack_part(s, &n[0]));
+	tap_ok(idx >= 0 && rsk_stack_push(s, &n[1]) == 0 && stack_part(s, &n[1]) == idx &&
+		       rsk_stack_push(s, &n[2]) == 0 && stack_part(s, &n[2]) == idx,
+	       "%s stack: three pushes return 0, on part %d", mn, idx);
+	tap_ok(rsk_stack_pop(s, &out) == 0 && out == &n[2], "%s stack: pop is LIFO", mn);
+	tap_ok(rsk_stack_pop_all(s, &out) == 0 && out == &n[1] && n[1].next == &n[0] &&
 		       n[0].next == NULL,
 	       "%s stack: pop_all takes the rest, linked", mn);
 	tap_ok(rsk_stack_pop_all(s, &out) == -ENOENT && out == NULL,
@@ -212,11 +256,11 @@ static void ptrbuf(enum rsk_index_mode m, const char *mn)
 	       "%s ptrbuf: created, parts 128-aligned", mn);
 	tap_ok(rsk_ptrbuf_pop(b, &out) == -ENOENT && out == NULL, "%s ptrbuf: pop of empty -ENOENT",
 	       mn);
-	idx = rsk_ptrbuf_push(b, &x);
-	tap_ok(idx >= 0 && rsk_ptrbuf_push(b, &y) == idx, "%s ptrbuf: two pushes on part %d", mn,
-	       idx);
+	idx = PART_OF(rsk_ptrbuf_push(b, &x), ptrbuf_part(b, &x));
+	tap_ok(idx >= 0 && rsk_ptrbuf_push(b, &y) == 0 && ptrbuf_part(b, &y) == idx,
+	       "%s ptrbuf: two pushes return 0, on part %d", mn, idx);
 	tap_ok(rsk_ptrbuf_push(b, &z) == -ENOSPC, "%s ptrbuf: push on a full part -ENOSPC", mn);
-	tap_ok(rsk_ptrbuf_pop(b, &out) == idx && out == &y && rsk_ptrbuf_pop(b, &out) == idx &&
+	tap_ok(rsk_ptrbuf_pop(b, &out) == 0 && out == &y && rsk_ptrbuf_pop(b, &out) == 0 &&
 		       out == &x && rsk_ptrbuf_pop(b, &out) == -ENOENT,
 	       "%s ptrbuf: pops are LIFO, then empty", mn);
 	rsk_ptrbuf_push(b, NULL);
@@ -259,12 +303,12 @@ static void copybuf(enum rsk_index_mode m, const char *mn)
 		       aligned128(rsk_copybuf_part_(b, nr - 1)),
 	       "%s copybuf: created, parts 128-aligned", mn);
 	tap_ok(rsk_copybuf_pop(b, &out) == -ENOENT, "%s copybuf: pop of empty -ENOENT", mn);
-	idx = rsk_copybuf_push(b, &in1);
-	tap_ok(idx >= 0 && rsk_copybuf_push(b, &in2) == idx && rsk_copybuf_push(b, &in1) == -ENOSPC,
+	idx = PART_OF(rsk_copybuf_push(b, &in1), copybuf_part(b, (intptr_t)in1.a));
+	tap_ok(idx >= 0 && rsk_copybuf_push(b, &in2) == 0 && rsk_copybuf_push(b, &in1) == -ENOSPC,
 	       "%s copybuf: two pushes on part %d, third -ENOSPC", mn, idx);
 	in2.a = 99; /* copied by value: later changes do not matter */
-	tap_ok(rsk_copybuf_pop(b, &out) == idx && out.a == 3 && out.b == 4 &&
-		       rsk_copybuf_pop(b, &out) == idx && out.a == 1 && out.b == 2,
+	tap_ok(rsk_copybuf_pop(b, &out) == 0 && out.a == 3 && out.b == 4 &&
+		       rsk_copybuf_pop(b, &out) == 0 && out.a == 1 && out.b == 2,
 	       "%s copybuf: pops return copies, LIFO", mn);
 	bytes = (size_t)(b->nr + 2) * b->stride;
 	tap_ok(rsk_copybuf_destroy(b) == 0, "%s copybuf: destroyed", mn);
@@ -382,7 +426,7 @@ static void remote(enum rsk_index_mode mode, const char *mn)
 	rsk_stack_create(&s, mode);
 	rsk_ptrbuf_create(&b, mode, 4, 0);
 	rsk_copybuf_create(&cb, mode, sizeof(v), 4, 0);
-	int idx = rsk_counter_add(c, 7);
+	int idx = PART_OF(rsk_counter_add(c, 7), counter_part(c));
 	tap_ok(idx >= 0 && rsk_counter_exchange(c, idx, 100, &old) == 0 && old == 7 &&
 		       rsk_counter_sum(c, &sum) == 0 && sum == 100 && rsk_counter_reset(c) == 0 &&
 		       rsk_counter_sum(c, &sum) == 0 && sum == 0,
@@ -534,11 +578,14 @@ static void signal_on_own_gate(void)
 	sigaction(SIGALRM, &wd, NULL);
 
 	/* The stack: push, then push_cpu on the held part. */
-	idx = rsk_stack_push(sig_stack, &sig_nodes[sig_next++]); /* this thread's part */
+	idx = PART_OF(rsk_stack_push(sig_stack, &sig_nodes[sig_next]), /* this thread's part */
+		      stack_part(sig_stack, &sig_nodes[sig_next]));
+	sig_next++;
 	sig_alarm("stack push, push_cpu on the held part");
 	tap_ok(idx >= 0 && rsk_gate_close(&sig_stack->part[idx].gate, sig_stack->mode, idx) == 0,
 	       "signal: the thread closes the gate of its part %d", idx);
 	r = sig_run(SIG_PUSH);
+	r = PART_OF(r, stack_part(sig_stack, &sig_nodes[sig_next - 1]));
 	sig_part = idx;
 	r_cpu = sig_run(SIG_PUSH_CPU);
 	rsk_gate_open(&sig_stack->part[idx].gate);
@@ -558,7 +605,7 @@ static void signal_on_own_gate(void)
 
 	/* The counter: its exchange lock held by this thread, as if a
 	 * handler had interrupted an exchange; the handler's add adds. */
-	idx = rsk_counter_add(sig_counter, 1);
+	idx = PART_OF(rsk_counter_add(sig_counter, 1), counter_part(sig_counter));
 	r = -1000;
 	sig_alarm("counter add");
 	if (idx >= 0 && rsk_gate_close(&sig_counter->part[idx].lock, sig_counter->mode, idx) == 0) {
@@ -573,12 +620,13 @@ static void signal_on_own_gate(void)
 
 	/* The ptrbuf: a push, then one in a handler while this thread holds
 	 * the gate of the part it used: the pointer is on another part. */
-	idx = rsk_ptrbuf_push(sig_ptrbuf, &sig_nodes[0]);
+	idx = PART_OF(rsk_ptrbuf_push(sig_ptrbuf, &sig_nodes[0]), ptrbuf_part(sig_ptrbuf, &sig_nodes[0]));
 	r = -1000;
 	sig_alarm("ptrbuf push");
 	if (idx >= 0 &&
 	    rsk_gate_close(&rsk_ptrbuf_part_(sig_ptrbuf, (size_t)idx)->gate, sig_ptrbuf->mode, idx) == 0) {
 		r = sig_run(SIG_PTRBUF);
+		r = PART_OF(r, ptrbuf_part(sig_ptrbuf, &sig_item));
 		rsk_gate_open(&rsk_ptrbuf_part_(sig_ptrbuf, (size_t)idx)->gate);
 	}
 	alarm(0);
@@ -589,12 +637,13 @@ static void signal_on_own_gate(void)
 	       idx, r);
 
 	/* The copybuf: the same. */
-	idx = rsk_copybuf_push(sig_copybuf, &back);
+	idx = PART_OF(rsk_copybuf_push(sig_copybuf, &back), copybuf_part(sig_copybuf, (intptr_t)back));
 	r = -1000;
 	sig_alarm("copybuf push");
 	if (idx >= 0 &&
 	    rsk_gate_close(&rsk_copybuf_part_(sig_copybuf, (size_t)idx)->gate, sig_copybuf->mode, idx) == 0) {
 		r = sig_run(SIG_COPYBUF);
+		r = PART_OF(r, copybuf_part(sig_copybuf, (intptr_t)sig_item));
 		rsk_gate_open(&rsk_copybuf_part_(sig_copybuf, (size_t)idx)->gate);
 	}
 	alarm(0);
@@ -689,6 +738,67 @@ static void buffers_commit_lazily(void)
 	}
 }
 
+/* On CPU 1 every structure operation returns 0: the natural
+ * `if (rsk_counter_add(c, 1) != 0) error();` must not fail there (the
+ * part's index, 1, came back before).  CPU mode, pinned with
+ * sched_setaffinity; the caller's affinity is restored. */
+#define N_ZERO 1
+static void zero_on_cpu1(void)
+{
+	struct rsk_mempool_config mc = { .size = sizeof(intptr_t) };
+	struct rsk_counter *c = NULL;
+	struct rsk_stack *s = NULL;
+	struct rsk_ptrbuf *b = NULL;
+	struct rsk_copybuf *cb = NULL;
+	struct rsk_mempool *mp = NULL;
+	struct rsk_stack_node node, *got = NULL;
+	cpu_set_t saved, one;
+	intptr_t *pc = NULL, item = 7;
+	void *p = NULL;
+	int r[9], on = -1, bad = 0;
+
+	if (sched_getaffinity(0, sizeof(saved), &saved) != 0 || sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		tap_skip("one CPU online", "structure operations return 0 on CPU 1");
+		return;
+	}
+	CPU_ZERO(&one);
+	CPU_SET(1, &one);
+	if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+		tap_skip("cannot run on CPU 1", "structure operations return 0 on CPU 1");
+		return;
+	}
+	on = sched_getcpu();
+	if (rsk_counter_create(&c, RSK_INDEX_CPU) != 0 || rsk_stack_create(&s, RSK_INDEX_CPU) != 0 ||
+	    rsk_ptrbuf_create(&b, RSK_INDEX_CPU, 4, 0) != 0 ||
+	    rsk_copybuf_create(&cb, RSK_INDEX_CPU, sizeof(item), 4, 0) != 0 ||
+	    rsk_mempool_create(&mp, &mc) != 0 || (pc = rsk_mempool_zalloc(mp)) == NULL)
+		bad = 1;
+	if (!bad) {
+		r[0] = rsk_counter_add(c, 1);
+		r[1] = rsk_pcounter_add(mp, pc, 1);
+		r[2] = rsk_stack_push(s, &node);
+		r[3] = rsk_stack_pop(s, &got);
+		r[4] = rsk_stack_push(s, &node) == 0 ? rsk_stack_pop_all(s, &got) : -1000;
+		r[5] = rsk_ptrbuf_push(b, &item);
+		r[6] = rsk_ptrbuf_pop(b, &p);
+		r[7] = rsk_copybuf_push(cb, &item);
+		r[8] = rsk_copybuf_pop(cb, &item);
+		for (int i = 0; i < 9; i++)
+			bad |= r[i] != 0;
+	}
+	tap_ok(!bad && on == 1,
+	       "on CPU %d, counter add, pcounter add, stack push/pop/pop_all, ptrbuf push/pop, "
+	       "copybuf push/pop return 0 (%d %d %d %d %d %d %d %d %d)",
+	       on, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]);
+	rsk_counter_destroy(c);
+	rsk_stack_destroy(s);
+	rsk_ptrbuf_destroy(b);
+	rsk_copybuf_destroy(cb);
+	if (mp != NULL)
+		rsk_mempool_destroy(mp);
+	sched_setaffinity(0, sizeof(saved), &saved);
+}
+
 int main(int argc, char **argv)
 {
 	struct rsk_status st;
@@ -716,7 +826,7 @@ int main(int argc, char **argv)
 	}
 	modes = 2; /* cid falls back to cpu where mm_cid is missing */
 	tap_plan(modes * (N_COUNTER + N_SPINLOCK + N_STACK + N_PTRBUF + N_COPYBUF + N_REMOTE) + N_SLOW + N_SIGNAL +
-		 N_SIGNAL_SLOW + N_RSS);
+		 N_SIGNAL_SLOW + N_RSS + N_ZERO);
 	for (int m = 0; m < modes; m++) {
 		const char *mn = m ? "cid" : "cpu";
 		counter((enum rsk_index_mode)m, mn);
@@ -730,5 +840,6 @@ int main(int argc, char **argv)
 	signal_on_own_gate();
 	signal_without_rseq();
 	buffers_commit_lazily();
+	zero_on_cpu1();
 	return tap_done();
 }

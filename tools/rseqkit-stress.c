@@ -1012,7 +1012,7 @@ int main(int argc, char **argv)
 			mode = stack->mode;
 		break;
 	case 'p': {
-		struct rsk_pool_config cfg = { sizeof(struct ptoken), 0, 8, 0, 0, opt.mode };
+		struct rsk_pool_config cfg = { .size = sizeof(struct ptoken), .cache_capacity = 8, .mode = opt.mode };
 		ret = rsk_pool_create(&pool, &cfg);
 		handoff = calloc((size_t)nitems, sizeof(*handoff));
 		if (ret == 0 && handoff == NULL)

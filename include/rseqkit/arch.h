@@ -32,7 +32,7 @@
  * __rseq_cs_ptr_array, and its early exits to __rseq_exit_point_array as
  * (start, exit) pairs - the sections debuggers and DynamoRIO read.  The
  * delay loops RSK_INJECT_ASM(1..4) of test builds sit between its steps.
- * Each returns 0 (committed), 1 (a compare failed: nothing stored), -1
+ * Each returns 0 (committed), 1 (a compare failed: nothing stored), 2
  * (aborted, or the area's index field did not hold `idx` when the section
  * started: nothing stored):
  *
@@ -75,7 +75,7 @@
  *
  * Variants.  For every operation a gated twin rsk_arch_gated_<op>_...
  * taking one more (last) argument `const intptr_t *gate`, which loads
- * *gate after arming and returns 2 (stopped, nothing stored) unless it is
+ * *gate after arming and returns 3 (stopped, nothing stored) unless it is
  * 0.  That load is a load-acquire: the section's later loads of the data
  * must not be satisfied before it, or a section that reads the gate
  * reopened (rsk_gate_open is a store-release after a slow path's plain

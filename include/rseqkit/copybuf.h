@@ -88,14 +88,14 @@ int rsk_copybuf_destroy(struct rsk_copybuf *b);
 
 /*
  * Not API: one attempt of each operation on word-aligned items
- * (RSK_TRY_DONE with *idx set, RSK_TRY_FULL, RSK_TRY_EMPTY or another
- * rsk_try), and the slow path: the operation after a first attempt that
- * returned `first` (RSK_TRY_CHANGED if none was made: items that are not
+ * (RSK_OK with *idx set, RSK_FULL, RSK_EMPTY or another
+ * rsk_result), and the slow path: the operation after a first attempt that
+ * returned `first` (RSK_CMPFAIL if none was made: items that are not
  * word-aligned go through a bounce buffer there).
  */
 enum rsk_copybuf_op_ { RSK_COPYBUF_PUSH_, RSK_COPYBUF_POP_ };
 int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item,
-		      enum rsk_try first);
+		      enum rsk_result first);
 
 static inline struct rsk_copybuf_part *rsk_copybuf_part_(const struct rsk_copybuf *b, size_t idx)
 {
@@ -108,7 +108,7 @@ static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *i
 	return ((uintptr_t)item | b->item_size) % sizeof(intptr_t) == 0;
 }
 
-RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_push_(struct rsk_copybuf *b, const intptr_t *src,
+RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_push_(struct rsk_copybuf *b, const intptr_t *src,
 						     int *idx, ptrdiff_t off)
 {
 	uint32_t ioff = b->index_offset_, i;
@@ -118,13 +118,13 @@ RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_push_(struct rsk_copybuf *b, cons
 	intptr_t count;
 
 	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_TRY_NO_INDEX;
+		return RSK_NO_INDEX;
 	*idx = (int)i;
 	RSK_INJECT_C(7);
 	p = rsk_copybuf_part_(b, i);
 	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
-		return RSK_TRY_FULL;
+		return RSK_FULL;
 	RSK_INJECT_C(8);
 	if (b->flags & RSK_COPYBUF_RELEASE)
 		return RSK_PERCPU_OP_(cmpcopystore_release, ioff, area, i, &p->gate, &p->count,
@@ -135,7 +135,7 @@ RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_push_(struct rsk_copybuf *b, cons
 			      count + 1);
 }
 
-RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_pop_(struct rsk_copybuf *b, intptr_t *dst,
+RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_pop_(struct rsk_copybuf *b, intptr_t *dst,
 						    int *idx, ptrdiff_t off)
 {
 	uint32_t ioff = b->index_offset_, i;
@@ -145,13 +145,13 @@ RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_pop_(struct rsk_copybuf *b, intpt
 	intptr_t count;
 
 	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_TRY_NO_INDEX;
+		return RSK_NO_INDEX;
 	*idx = (int)i;
 	RSK_INJECT_C(7);
 	p = rsk_copybuf_part_(b, i);
 	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity))
-		return RSK_TRY_EMPTY;
+		return RSK_EMPTY;
 	RSK_INJECT_C(8);
 	/* The count unchanged at the commit means nothing touched the part
 	 * since the section started: the copy is whole. */
@@ -162,7 +162,7 @@ RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_pop_(struct rsk_copybuf *b, intpt
 
 /*
  * rsk_copybuf_push - copy the item (b->item_size bytes) onto the current
- * CPU's part.  Returns the part's index (>= 0), -ENOSPC (that part is
+ * CPU's part.  Returns 0, -ENOSPC (that part is
  * full: nothing stored), -EINVAL (b or item NULL, or b destroyed),
  * -ENXIO (a slow path's fence failed), -EDEADLK (a signal handler whose
  * thread holds the gate it needs), -EOWNERDEAD (a gate's holder exited
@@ -171,16 +171,16 @@ RSK_PERCPU_INLINE enum rsk_try rsk_copybuf_try_pop_(struct rsk_copybuf *b, intpt
 RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	enum rsk_try r = RSK_TRY_CHANGED;
+	enum rsk_result r = RSK_CMPFAIL;
 	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
 		return -EINVAL;
 	if (RSK_PERCPU_LIKELY(rsk_copybuf_direct_(b, item))) {
 		r = rsk_copybuf_try_push_(b, (const intptr_t *)item, &idx, off);
-		if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
-			return idx;
-		if (r == RSK_TRY_FULL)
+		if (RSK_PERCPU_LIKELY(r == RSK_OK))
+			return 0;
+		if (r == RSK_FULL)
 			return -ENOSPC;
 	}
 	return rsk_copybuf_slow_(b, RSK_COPYBUF_PUSH_, (void *)(uintptr_t)item, r);
@@ -188,8 +188,7 @@ RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 
 /*
  * rsk_copybuf_pop - copy the last item of the current CPU's part into
- * item (b->item_size bytes) and remove it.  Returns the part's index
- * (>= 0), -ENOENT (that part is empty), -EINVAL (b or item NULL, or b
+ * item (b->item_size bytes) and remove it.  Returns 0, -ENOENT (that part is empty), -EINVAL (b or item NULL, or b
  * destroyed), -ENXIO (a slow path's fence failed), -EDEADLK (a signal
  * handler whose thread holds the gate it needs), -EOWNERDEAD (a gate's
  * holder exited holding it).  Lock-free on the fast path.
@@ -197,16 +196,16 @@ RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 RSK_PERCPU_INLINE int rsk_copybuf_pop(struct rsk_copybuf *b, void *item)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	enum rsk_try r = RSK_TRY_CHANGED;
+	enum rsk_result r = RSK_CMPFAIL;
 	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
 		return -EINVAL;
 	if (RSK_PERCPU_LIKELY(rsk_copybuf_direct_(b, item))) {
 		r = rsk_copybuf_try_pop_(b, (intptr_t *)item, &idx, off);
-		if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
-			return idx;
-		if (r == RSK_TRY_EMPTY)
+		if (RSK_PERCPU_LIKELY(r == RSK_OK))
+			return 0;
+		if (r == RSK_EMPTY)
 			return -ENOENT;
 	}
 	return rsk_copybuf_slow_(b, RSK_COPYBUF_POP_, item, r);

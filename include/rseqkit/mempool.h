@@ -160,6 +160,7 @@ extern "C" {
 #define rsk_percpu_ptr(ptr, idx) \
 	((RSK_MEMPOOL_PTR_TYPE_(ptr))((char *)(ptr) + ((size_t)(unsigned)(idx) << RSK_MEMPOOL_SHIFT)))
 
+/* Zero (NULL) is the default of every field but size, which has none. */
 struct rsk_mempool_config {
 	size_t size;		/* object size, 1 .. RSK_MEMPOOL_STRIDE - align */
 	size_t align;		/* power of two <= RSK_MEMPOOL_MAX_ALIGN; 0: 8 */
@@ -196,6 +197,7 @@ struct rsk_mempool {
 	intptr_t *gate;		  /* read-only: copy 0 of the pool's gate word */
 	size_t size;		  /* read-only: object size */
 	uint32_t index_offset_;	  /* Not API: the area field of mode's index */
+	uint32_t robust_;	  /* Not API: RSK_MEMPOOL_ROBUST (rsk_pcounter_add) */
 };
 
 /*
@@ -292,11 +294,14 @@ static inline intptr_t *rsk_mempool_gate(const struct rsk_mempool *p, int idx)
 #define RSK_PCOUNTER_SLOW_ATTR_ __attribute__((cold))
 #endif
 RSK_PCOUNTER_SLOW_ATTR_ int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v,
-					       int ret);
+					       enum rsk_result ret);
+/* Not API: rsk_pcounter_add of a robust pool, which checks ctr first. */
+RSK_PCOUNTER_SLOW_ATTR_ int rsk_pcounter_robust_add_(struct rsk_mempool *p, intptr_t *ctr,
+						     intptr_t v);
 
 /*
  * rsk_pcounter_add - add v (any sign) to the current CPU's copy of *ctr.
- * Returns the index of that copy (>= 0), -EINVAL (p or ctr NULL), -ENXIO
+ * Returns 0, -EINVAL (p or ctr NULL), -ENXIO
  * (a slow path's fence failed), -EDEADLK (where threads run sections: a
  * signal handler whose thread holds a gate or lock, when every copy's
  * gate is held at that moment; it takes none it would wait for),
@@ -307,7 +312,9 @@ RSK_PCOUNTER_SLOW_ATTR_ int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *
  * where no thread of the process runs sections, with an atomic add and
  * no gate (it never fails there).
  * Precondition (not checked on the fast path): ctr is an intptr_t-aligned
- * word whose bytes all lie inside one live object of p.
+ * word whose bytes all lie inside one live object of p.  A robust pool
+ * (RSK_MEMPOOL_ROBUST) checks it, out of line: -EINVAL, and a line on
+ * stderr, for a pointer that is not (another pool's object, say).
  */
 /* Not API: one attempt in a mode known at compile time (so that each of
  * rsk_index() and rsk_gated_add() folds to its one form). */
@@ -318,7 +325,7 @@ rsk_pcounter_try_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, enum rsk_ind
 	int i = rsk_index(mode);
 
 	if (__builtin_expect((unsigned)i >= (unsigned)p->nr, 0))
-		return RSK_STOPPED;
+		return RSK_NO_INDEX;
 	*idx = i;
 	RSK_INJECT_C(7);
 	return rsk_gated_add(mode, i, rsk_mempool_gate(p, i), rsk_percpu_ptr(ctr, i), v);
@@ -351,16 +358,20 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 	 * `p == NULL || ctr == NULL`, gcc 12 kept both results as flags on
 	 * the stack and tested them at every add. */
 	if (__builtin_expect(p == NULL, 0))
-		return rsk_pcounter_slow_(p, ctr, v, RSK_STOPPED);
+		return rsk_pcounter_slow_(p, ctr, v, RSK_NO_INDEX);
 	if (__builtin_expect(ctr == NULL, 0))
 		return -EINVAL;
+	/* A robust pool checks the pointer, out of line. */
+	if (__builtin_expect(p->robust_ != 0, 0))
+		return rsk_pcounter_robust_add_(p, ctr, v);
 	/* No area yet (first use) or no rseq: arming would write the TCB. */
 	if (__builtin_expect(off == 0, 0))
-		return rsk_pcounter_slow_(p, ctr, v, RSK_STOPPED);
+		return rsk_pcounter_slow_(p, ctr, v, RSK_NO_INDEX);
 	RSK_INJECT_C(7);
 	RSK_ARCH_STRIDE_GATED_ADD(rsk_arch_area_of(off), p->index_offset_, ctr, p->gate,
 				  RSK_MEMPOOL_SHIFT, pos, v);
-	return (int)(pos >> RSK_MEMPOOL_SHIFT);
+	(void)pos;
+	return 0;
 aborted:
 	return rsk_pcounter_slow_(p, ctr, v, RSK_ABORTED);
 stopped:
@@ -374,13 +385,16 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 
 	if (__builtin_expect(p == NULL || ctr == NULL, 0))
 		return -EINVAL;
+	/* A robust pool checks the pointer, out of line. */
+	if (__builtin_expect(p->robust_ != 0, 0))
+		return rsk_pcounter_robust_add_(p, ctr, v);
 	if (p->mode == RSK_INDEX_CPU)
 		ret = rsk_pcounter_try_(p, ctr, v, RSK_INDEX_CPU, &idx);
 	else
 		ret = rsk_pcounter_try_(p, ctr, v, RSK_INDEX_CID, &idx);
 	if (__builtin_expect(ret == RSK_OK, 1))
-		return idx;
-	return rsk_pcounter_slow_(p, ctr, v, ret);
+		return 0;
+	return rsk_pcounter_slow_(p, ctr, v, (enum rsk_result)ret);
 }
 #endif
 

@@ -19,7 +19,7 @@
  *			break;
  *	}
  *
- * Return value of every operation:
+ * Return value of every operation (an enum rsk_result, >= 0, or -EINVAL):
  *	RSK_OK       committed
  *	RSK_CMPFAIL  a compare failed, nothing was stored (not for add/derefadd)
  *	RSK_ABORTED  restarted by the kernel, or idx was no longer current, or
@@ -57,11 +57,27 @@
 extern "C" {
 #endif
 
+/*
+ * The result codes of the raw operations and of one attempt of a
+ * structure's operation: one enum, one meaning per value.  Every value is
+ * >= 0 and every errno value an operation returns is negative, so one int
+ * carries either without ambiguity: `ret < 0` is an argument error, any
+ * other value an enum rsk_result.  RSK_OK is 0, so the committed path
+ * tests the same zero as before.  The raw operations return the first
+ * four; the last four are the structures' own (their slow paths take the
+ * first attempt's code).
+ */
 enum rsk_result {
-	RSK_OK = 0,
-	RSK_CMPFAIL = 1,
-	RSK_ABORTED = -1,
-	RSK_STOPPED = 2, /* gated operations only: the gate was closed */
+	RSK_OK = 0,	  /* committed */
+	RSK_CMPFAIL = 1,  /* a compare failed (the data changed): nothing stored */
+	RSK_ABORTED = 2,  /* restarted by the kernel, the index moved, or no
+			     section could run: nothing stored; retry */
+	RSK_STOPPED = 3,  /* gated operations only: the gate was closed */
+	RSK_NO_INDEX = 4, /* structures: no usable index (not initialised,
+			     not registered, no rseq, or a guard part) */
+	RSK_NO_PART = 5,  /* structures: the CPU's part is not created yet */
+	RSK_EMPTY = 6,	  /* structures: the part was empty */
+	RSK_FULL = 7,	  /* structures: the part was full */
 };
 
 /*

@@ -64,13 +64,13 @@
  * head (its gate word is index_offset_, 4 or 24, and fast_nr_), part[-2]
  * the 128 bytes before it, all ones.  Such a section leaves through
  * `stopped`, and the slow path, seeing the thread's index out of range,
- * treats it as RSK_TRY_NO_INDEX.  The area offset is still tested (0: no
+ * treats it as RSK_NO_INDEX.  The area offset is still tested (0: no
  * rseq in the process), outside the section.  The mempool's counter
  * section (RSK_ARCH_HAS_STRIDE_OPS) relies on the same two values, with
  * two guard strides below the pool's gates (src/alloc/percpu_memory.c).
  *
- * Return values: negative errno on error, otherwise (for operations on the
- * current CPU's part) the index of the part that was used:
+ * Return values: negative errno on error, otherwise 0 (rsk_spinlock_lock:
+ * the index of the lock it took, which its unlock needs):
  *	-EINVAL  NULL structure or argument, bad mode, size or capacity 0 or
  *	         beyond its maximum, a CPU index outside the structure, a
  *	         structure already destroyed (where that is seen: destroy and
@@ -139,20 +139,11 @@ extern "C" {
 #define RSK_PERCPU_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define RSK_PERCPU_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/*
- * Not API: the outcome of one attempt of a structure operation - its own
- * type, apart from errno values.  The first four are the arch sections'
- * return values (<rseqkit/arch.h>).
- */
-enum rsk_try {
-	RSK_TRY_ABORTED = -1, /* restarted by the kernel: run it again */
-	RSK_TRY_DONE = 0,     /* committed */
-	RSK_TRY_CHANGED = 1,  /* the part changed under it: run it again */
-	RSK_TRY_STOPPED = 2,  /* the part's gate was closed: the slow path */
-	RSK_TRY_NO_INDEX = 3, /* no usable index: initialise, register, or gate */
-	RSK_TRY_EMPTY = 4,    /* final: -ENOENT */
-	RSK_TRY_FULL = 5,     /* final: -ENOSPC */
-};
+/* The outcome of one attempt of a structure operation is an enum
+ * rsk_result (<rseqkit/ops.h>): RSK_OK, RSK_CMPFAIL, RSK_ABORTED and
+ * RSK_STOPPED are the arch sections' return values (<rseqkit/arch.h>),
+ * RSK_NO_INDEX, RSK_NO_PART, RSK_EMPTY and RSK_FULL the conditions the
+ * structures find before or instead of a section. */
 
 /*
  * The header every structure starts with.  `mode` and `nr` are read-only
@@ -220,16 +211,16 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
  * before it, and acquires it after a commit (<rseqkit/tsan.h>). */
 #define RSK_PERCPU_OP_(op, ioff, area, idx, gate, ...)                         \
 	__extension__({                                                        \
-		enum rsk_try rsk_r_;                                           \
+		enum rsk_result rsk_r_;                                           \
 		RSK_TSAN_RELEASE(gate);                                        \
-		rsk_r_ = (enum rsk_try)RSK_PERCPU_GATED_(op, (area), (ioff), (int)(idx), \
+		rsk_r_ = (enum rsk_result)RSK_PERCPU_GATED_(op, (area), (ioff), (int)(idx), \
 							 (gate), __VA_ARGS__); \
-		RSK_TSAN_ACQUIRE_IF(rsk_r_ == RSK_TRY_DONE, (gate));           \
+		RSK_TSAN_ACQUIRE_IF(rsk_r_ == RSK_OK, (gate));           \
 		rsk_r_;                                                        \
 	})
 #else
 #define RSK_PERCPU_OP_(op, ioff, area, idx, gate, ...)                         \
-	((enum rsk_try)RSK_PERCPU_GATED_(op, (area), (ioff), (int)(idx), (gate), __VA_ARGS__))
+	((enum rsk_result)RSK_PERCPU_GATED_(op, (area), (ioff), (int)(idx), (gate), __VA_ARGS__))
 #endif
 
 /*

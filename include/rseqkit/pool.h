@@ -50,7 +50,8 @@
  *   rsk_pool_create      -                            -
  *   rsk_pool_destroy     nothing                      -
  *
- * Debug pools (RSK_POOL_DEBUG): every object has a state (allocated or
+ * Debug pools (RSK_POOL_DEBUG, or every pool a process creates with
+ * RSEQKIT_DEBUG=pool in its environment): every object has a state (allocated or
  * free) in its slab's header, and free objects are filled with
  * RSK_POOL_POISON bytes.  Freeing a pointer that is not an object of the
  * pool (outside its slabs, or not at an object's start), freeing an object
@@ -83,14 +84,21 @@ extern "C" {
 /* The byte free objects of a debug pool are filled with. */
 #define RSK_POOL_POISON 0x6b
 
+/*
+ * Zero is the default of every field but size, which has none: { .size =
+ * 128 } is a complete configuration.
+ */
 struct rsk_pool_config {
-	size_t size;	      /* object size, 1 .. RSK_POOL_MAX_SIZE */
+	size_t size;	      /* object size, 1 .. RSK_POOL_MAX_SIZE (required) */
 	size_t align;	      /* power of two <= RSK_POOL_MAX_ALIGN; 0: 16, or the smallest
 				 power of two >= size when that is smaller (size 1: 1) */
-	long cache_capacity;  /* objects per CPU cache, 1 .. RSK_POOL_MAX_CAPACITY */
+	long cache_capacity;  /* objects per CPU cache, 1 .. RSK_POOL_MAX_CAPACITY; 0: as
+				 many as fill 64 KiB, at least 2, at most 128 */
 	size_t max_bytes;     /* bound on the slabs' mapped bytes; 0 = unbounded */
 	unsigned flags;	      /* 0 or RSK_POOL_DEBUG */
-	enum rsk_index_mode mode;
+	enum rsk_index_mode mode; /* 0: RSK_INDEX_CPU */
+	size_t slab_bytes;    /* bytes of one slab, a power of two from 4 KiB to 1 GiB;
+				 0: the rule in rsk_pool_create(3) (see below) */
 };
 
 struct rsk_pool_stats {
@@ -123,9 +131,18 @@ struct rsk_pool {
 
 /*
  * rsk_pool_create - make a pool as *cfg says; no memory is mapped yet.
+ * Slabs: slab_bytes if set; else the smallest power of two from 64 KiB
+ * that holds 64 objects (objects up to 4 KiB) or 8 (larger objects) with
+ * the slab's header and per-object index (2 bytes, 3 in a debug pool):
+ * 64 KiB up to 1008-byte objects, 128 KiB for 1 KiB ones; and where
+ * max_bytes is smaller than that, the largest power of two within
+ * max_bytes (at least 4 KiB) that holds one object.
  * Returns 0, -EINVAL (out or cfg NULL, size 0 or > RSK_POOL_MAX_SIZE,
- * align not 0 and not a power of two or > RSK_POOL_MAX_ALIGN, capacity < 1
- * or > RSK_POOL_MAX_CAPACITY, unknown mode or flag), -ENOMEM.
+ * align not 0 and not a power of two or > RSK_POOL_MAX_ALIGN, capacity < 0
+ * or > RSK_POOL_MAX_CAPACITY, unknown mode or flag, slab_bytes not 0 and
+ * not a power of two in [4 KiB, 1 GiB] or too small for one object,
+ * max_bytes not 0 and smaller than one slab); in debug mode a message on
+ * stderr names the field.  -ENOMEM.
  */
 int rsk_pool_create(struct rsk_pool **out, const struct rsk_pool_config *cfg);
 
@@ -162,14 +179,15 @@ int rsk_pool_trim(struct rsk_pool *p);
 int rsk_pool_stats(struct rsk_pool *p, struct rsk_pool_stats *st);
 
 /*
- * Not API: one attempt of each fast path (RSK_OK; RSK_STOPPED also when
- * the thread cannot run a section, the CPU has no cache yet, or the cache
- * is empty / full), the slow paths (the operation after a first attempt
+ * Not API: one attempt of each fast path (an enum rsk_result: RSK_OK,
+ * RSK_NO_INDEX where the thread cannot run a section, RSK_NO_PART where
+ * the CPU has no cache yet, RSK_EMPTY / RSK_FULL for the cache, or the
+ * section's RSK_CMPFAIL, RSK_ABORTED, RSK_STOPPED), the slow paths (the operation after a first attempt
  * that returned `ret`: the retries, then the part's gate and the depot
  * lock), and the debug checks.
  */
-void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret);
-int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret);
+void *rsk_pool_alloc_slow_(struct rsk_pool *p, enum rsk_result ret);
+int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, enum rsk_result ret);
 void rsk_pool_debug_alloc_(struct rsk_pool *p, void *obj);
 void rsk_pool_debug_free_(struct rsk_pool *p, void *obj);
 
@@ -180,7 +198,7 @@ static inline void *rsk_pool_checked_(struct rsk_pool *p, void *obj)
 	return obj;
 }
 
-RSK_PERCPU_INLINE int rsk_pool_try_alloc_(struct rsk_pool *p, intptr_t *obj, ptrdiff_t off)
+RSK_PERCPU_INLINE enum rsk_result rsk_pool_try_alloc_(struct rsk_pool *p, intptr_t *obj, ptrdiff_t off)
 {
 	uint32_t ioff = p->index_offset_, i;
 	rsk_arch_area_t area;
@@ -189,22 +207,22 @@ RSK_PERCPU_INLINE int rsk_pool_try_alloc_(struct rsk_pool *p, intptr_t *obj, ptr
 	intptr_t count;
 
 	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_STOPPED;
+		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
 	c = __atomic_load_n(&p->part[i], __ATOMIC_ACQUIRE);
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
-		return RSK_STOPPED;
+		return RSK_NO_PART;
 	count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)p->capacity))
-		return RSK_STOPPED; /* empty: refill */
+		return RSK_EMPTY; /* refill */
 	RSK_INJECT_C(8);
 	*obj = __atomic_load_n(&c->slot[count - 1], __ATOMIC_RELAXED);
 	RSK_INJECT_C(9);
-	return (int)RSK_PERCPU_OP_(cmpcmpstore, ioff, area, i, &c->gate, &c->count, count,
+	return RSK_PERCPU_OP_(cmpcmpstore, ioff, area, i, &c->gate, &c->count, count,
 				   &c->slot[count - 1], *obj, count - 1);
 }
 
-RSK_PERCPU_INLINE int rsk_pool_try_free_(struct rsk_pool *p, void *obj, ptrdiff_t off)
+RSK_PERCPU_INLINE enum rsk_result rsk_pool_try_free_(struct rsk_pool *p, void *obj, ptrdiff_t off)
 {
 	uint32_t ioff = p->index_offset_, i;
 	rsk_arch_area_t area;
@@ -213,16 +231,16 @@ RSK_PERCPU_INLINE int rsk_pool_try_free_(struct rsk_pool *p, void *obj, ptrdiff_
 	intptr_t count;
 
 	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_STOPPED;
+		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
 	c = __atomic_load_n(&p->part[i], __ATOMIC_ACQUIRE);
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
-		return RSK_STOPPED;
+		return RSK_NO_PART;
 	count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)p->capacity))
-		return RSK_STOPPED; /* full: flush */
+		return RSK_FULL; /* flush */
 	RSK_INJECT_C(8);
-	return (int)RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &c->gate, &c->count,
+	return RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &c->gate, &c->count,
 				   count, &c->slot[count], (intptr_t)obj, count + 1);
 }
 
@@ -241,7 +259,7 @@ RSK_PERCPU_INLINE void *rsk_pool_alloc(struct rsk_pool *p)
 {
 	ptrdiff_t off = rsk_area_offset_();
 	intptr_t obj;
-	int ret;
+	enum rsk_result ret;
 
 	if (RSK_PERCPU_UNLIKELY(p == NULL)) {
 		errno = EINVAL;
@@ -265,7 +283,7 @@ RSK_PERCPU_INLINE void *rsk_pool_alloc(struct rsk_pool *p)
 RSK_PERCPU_INLINE int rsk_pool_free(struct rsk_pool *p, void *obj)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	int ret;
+	enum rsk_result ret;
 
 	if (RSK_PERCPU_UNLIKELY(p == NULL || obj == NULL || ((uintptr_t)obj & (p->align - 1))))
 		return -EINVAL;

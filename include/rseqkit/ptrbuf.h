@@ -83,13 +83,13 @@ static inline struct rsk_ptrbuf_part *rsk_ptrbuf_part_(const struct rsk_ptrbuf *
 }
 
 /*
- * Not API: one attempt of each operation (RSK_TRY_DONE with *idx set,
- * RSK_TRY_FULL, RSK_TRY_EMPTY or another rsk_try), and the slow path: the
+ * Not API: one attempt of each operation (RSK_OK with *idx set,
+ * RSK_FULL, RSK_EMPTY or another rsk_result), and the slow path: the
  * operation after a first attempt that returned `first`.
  */
 enum rsk_ptrbuf_op_ { RSK_PTRBUF_PUSH_, RSK_PTRBUF_POP_ };
 int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, void **out,
-		     enum rsk_try first);
+		     enum rsk_result first);
 
 /* The arch's stride part operations: the section reads the index, finds
  * the part (index * stride), checks the gate and the count itself, so
@@ -105,13 +105,13 @@ int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, vo
 #define RSK_PTRBUF_GDISP_ offsetof(struct rsk_ptrbuf_part, gate)
 #define RSK_PTRBUF_SDISP_ offsetof(struct rsk_ptrbuf_part, slot)
 
-RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx, ptrdiff_t off)
+RSK_PERCPU_INLINE enum rsk_result rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx, ptrdiff_t off)
 {
 	intptr_t i;
 
 	/* No rseq in the process: arming would write the TCB. */
 	if (RSK_PERCPU_UNLIKELY(off == 0))
-		return RSK_TRY_NO_INDEX;
+		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
 	RSK_ARCH_STRIDE_PTR_PUSH(rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride,
 				 RSK_PTRBUF_CDISP_, RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, b->capacity,
@@ -119,21 +119,21 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *
 	if (i < 0 || i > INT32_MAX) /* it passed the section's sign test */
 		__builtin_unreachable();
 	*idx = (int)i;
-	return RSK_TRY_DONE;
+	return RSK_OK;
 cmpfail:
-	return RSK_TRY_FULL;
+	return RSK_FULL;
 aborted:
-	return RSK_TRY_ABORTED;
+	return RSK_ABORTED;
 stopped:
-	return RSK_TRY_STOPPED;
+	return RSK_STOPPED;
 }
 
-RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **out, int *idx, ptrdiff_t off)
+RSK_PERCPU_INLINE enum rsk_result rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **out, int *idx, ptrdiff_t off)
 {
 	intptr_t i, ptr;
 
 	if (RSK_PERCPU_UNLIKELY(off == 0))
-		return RSK_TRY_NO_INDEX;
+		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
 	RSK_ARCH_STRIDE_PTR_POP(rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride,
 				RSK_PTRBUF_CDISP_, RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, ptr, i);
@@ -141,17 +141,17 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **
 		__builtin_unreachable();
 	*idx = (int)i;
 	*out = (void *)ptr;
-	return RSK_TRY_DONE;
+	return RSK_OK;
 cmpfail:
 	*out = NULL;
-	return RSK_TRY_EMPTY;
+	return RSK_EMPTY;
 aborted:
-	return RSK_TRY_ABORTED;
+	return RSK_ABORTED;
 stopped:
-	return RSK_TRY_STOPPED;
+	return RSK_STOPPED;
 }
 #else
-RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx, ptrdiff_t off)
+RSK_PERCPU_INLINE enum rsk_result rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx, ptrdiff_t off)
 {
 	uint32_t ioff = b->index_offset_, i;
 	rsk_arch_area_t area;
@@ -160,13 +160,13 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *
 	intptr_t count;
 
 	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_TRY_NO_INDEX;
+		return RSK_NO_INDEX;
 	*idx = (int)i;
 	RSK_INJECT_C(7);
 	p = rsk_ptrbuf_part_(b, i);
 	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)count >= (uintptr_t)b->capacity))
-		return RSK_TRY_FULL;
+		return RSK_FULL;
 	RSK_INJECT_C(8);
 	if (b->flags & RSK_PTRBUF_RELEASE)
 		return RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &p->gate, &p->count,
@@ -180,24 +180,24 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *
 			      &p->slot[count], (intptr_t)ptr, count + 1);
 }
 
-RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **out, int *idx, ptrdiff_t off)
+RSK_PERCPU_INLINE enum rsk_result rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **out, int *idx, ptrdiff_t off)
 {
 	uint32_t ioff = b->index_offset_, i;
 	rsk_arch_area_t area;
 	int ready = rsk_percpu_enter_(off, ioff, b->fast_nr_, &area, &i);
 	struct rsk_ptrbuf_part *p;
 	intptr_t count, ptr;
-	enum rsk_try r;
+	enum rsk_result r;
 
 	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_TRY_NO_INDEX;
+		return RSK_NO_INDEX;
 	*idx = (int)i;
 	RSK_INJECT_C(7);
 	p = rsk_ptrbuf_part_(b, i);
 	count = __atomic_load_n(&p->count, __ATOMIC_RELAXED);
 	if (RSK_PERCPU_UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)b->capacity)) {
 		*out = NULL;
-		return RSK_TRY_EMPTY;
+		return RSK_EMPTY;
 	}
 	RSK_INJECT_C(8);
 	ptr = __atomic_load_n(&p->slot[count - 1], __ATOMIC_RELAXED);
@@ -206,7 +206,7 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **
 	 * taken exactly once. */
 	r = RSK_PERCPU_OP_(cmpcmpstore, ioff, area, i, &p->gate, &p->count, count,
 			   &p->slot[count - 1], ptr, count - 1);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
+	if (RSK_PERCPU_LIKELY(r == RSK_OK))
 		*out = (void *)ptr;
 	return r;
 }
@@ -214,7 +214,7 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **
 
 /*
  * rsk_ptrbuf_push - append ptr to the current CPU's part.
- * Returns the part's index (>= 0), -ENOSPC (that part is full: nothing
+ * Returns 0, -ENOSPC (that part is full: nothing
  * stored), -EINVAL (b NULL, or b destroyed), -ENXIO (a slow path's fence
  * failed), -EDEADLK (a signal handler whose thread holds the gate it
  * needs), -EOWNERDEAD (a gate's holder exited holding it).  Lock-free on
@@ -223,22 +223,22 @@ RSK_PERCPU_INLINE enum rsk_try rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **
 RSK_PERCPU_INLINE int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	enum rsk_try r;
+	enum rsk_result r;
 	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL))
 		return -EINVAL;
 	r = rsk_ptrbuf_try_push_(b, ptr, &idx, off);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
-		return idx;
-	if (r == RSK_TRY_FULL)
+	if (RSK_PERCPU_LIKELY(r == RSK_OK))
+		return 0;
+	if (r == RSK_FULL)
 		return -ENOSPC;
 	return rsk_ptrbuf_slow_(b, RSK_PTRBUF_PUSH_, ptr, NULL, r);
 }
 
 /*
  * rsk_ptrbuf_pop - take the last pointer of the current CPU's part into
- * *out.  Returns the part's index (>= 0), -ENOENT (that part is empty;
+ * *out.  Returns 0, -ENOENT (that part is empty;
  * *out = NULL), -EINVAL (b or out NULL, or b destroyed), -ENXIO (a slow
  * path's fence failed), -EDEADLK (a signal handler whose thread holds the
  * gate it needs), -EOWNERDEAD (a gate's holder exited holding it).
@@ -247,15 +247,15 @@ RSK_PERCPU_INLINE int rsk_ptrbuf_push(struct rsk_ptrbuf *b, void *ptr)
 RSK_PERCPU_INLINE int rsk_ptrbuf_pop(struct rsk_ptrbuf *b, void **out)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	enum rsk_try r;
+	enum rsk_result r;
 	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || out == NULL))
 		return -EINVAL;
 	r = rsk_ptrbuf_try_pop_(b, out, &idx, off);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
-		return idx;
-	if (r == RSK_TRY_EMPTY)
+	if (RSK_PERCPU_LIKELY(r == RSK_OK))
+		return 0;
+	if (r == RSK_EMPTY)
 		return -ENOENT;
 	{
 		/* Through a local: out's target stays out of memory on the

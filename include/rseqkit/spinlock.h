@@ -40,6 +40,7 @@ struct rsk_spinlock_part {
 	intptr_t locked;  /* 0 free, 1 held */
 	intptr_t gate;	  /* the progress protocol's gate */
 	intptr_t slice;	  /* the holder's rsk_slice_t (where the extension is offered) */
+	intptr_t owner;	  /* RSEQKIT_DEBUG=spinlock: the holder's thread id, else 0 */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
 
 struct rsk_spinlock {
@@ -62,9 +63,9 @@ int rsk_spinlock_destroy(struct rsk_spinlock *l);
 #define RSK_SPINLOCK_TSAN_TAKEN_(l, pos)                                       \
 	RSK_TSAN_ACQUIRE((char *)(l) + RSK_PERCPU_VDISP_(struct rsk_spinlock, locked) + (pos))
 
-/* Not API: one attempt of rsk_spinlock_lock (RSK_TRY_DONE with *idx set;
- * RSK_TRY_CHANGED: the lock of part *idx is held). */
-RSK_PERCPU_INLINE enum rsk_try rsk_spinlock_try_(struct rsk_spinlock *l, int *idx, ptrdiff_t off)
+/* Not API: one attempt of rsk_spinlock_lock (RSK_OK with *idx set;
+ * RSK_CMPFAIL: the lock of part *idx is held). */
+RSK_PERCPU_INLINE enum rsk_result rsk_spinlock_try_(struct rsk_spinlock *l, int *idx, ptrdiff_t off)
 {
 	uintptr_t pos;
 
@@ -72,23 +73,23 @@ RSK_PERCPU_INLINE enum rsk_try rsk_spinlock_try_(struct rsk_spinlock *l, int *id
 	RSK_PERCPU_CAS_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
 	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
 	*idx = rsk_percpu_pos_index_(pos);
-	return RSK_TRY_DONE;
+	return RSK_OK;
 cmpfail:
 	/* Held: the part to wait for is the one of the thread's index. */
 	*idx = (int)rsk_arch_area_u32(rsk_arch_area_of(off), l->index_offset_);
-	return RSK_TRY_CHANGED;
+	return RSK_CMPFAIL;
 noindex:
-	return RSK_TRY_NO_INDEX;
+	return RSK_NO_INDEX;
 aborted:
-	return RSK_TRY_ABORTED;
+	return RSK_ABORTED;
 stopped:
-	return RSK_TRY_STOPPED;
+	return RSK_STOPPED;
 }
 
 /* Not API: rsk_spinlock_lock after a first attempt that returned `first`
  * (waits and retries, then the slow path); and the contended wait (spins,
  * then yields the CPU so a preempted holder runs). */
-int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_try first);
+int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_result first);
 void rsk_spinlock_wait_(struct rsk_spinlock *l, int idx, unsigned round);
 /* Not API: lock and unlock with the holder's time-slice extension region,
  * where the kernel offers it. */
@@ -99,7 +100,9 @@ int rsk_spinlock_unlock_slice_(struct rsk_spinlock *l, int cpu);
  * rsk_spinlock_lock - take the lock of the current CPU's part.
  * Returns its index (>= 0; pass it to rsk_spinlock_unlock), -EINVAL if l
  * is NULL, -ENXIO (a slow path's fence failed), -EDEADLK (a one-part lock
- * whose gate the handler's own thread holds): no lock taken then.
+ * whose gate the handler's own thread holds; or, with
+ * RSEQKIT_DEBUG=spinlock, the calling thread holds a lock of l already,
+ * reported on stderr): no lock taken then.
  * Blocking: spins, yielding the CPU while the lock stays held.  In a
  * process without rseq the lock is a compare-and-swap (no gate); where
  * the thread cannot run a section, or after too many aborts, the slow
@@ -117,9 +120,10 @@ RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 	if (RSK_PERCPU_UNLIKELY(l == NULL))
 		return -EINVAL;
 	/* Where the kernel offers the time-slice extension, the holder asks
-	 * not to be preempted while it holds the lock: the library's copy of
-	 * this function with the region.  Elsewhere this test is all. */
-	if (RSK_PERCPU_UNLIKELY(rsk_fast.slice_ok))
+	 * not to be preempted while it holds the lock, and with
+	 * RSEQKIT_DEBUG=spinlock the lock checks its holder: the library's
+	 * copy of this function.  Elsewhere this test is all. */
+	if (RSK_PERCPU_UNLIKELY(rsk_fast.lock_slow))
 		return rsk_spinlock_lock_slice_(l);
 	/* rsk_spinlock_try_()'s section, with each exit calling the slow path
 	 * itself: no result code is set up on the fast path. */
@@ -131,13 +135,13 @@ RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	return rsk_percpu_pos_index_(pos);
 cmpfail:
-	return rsk_spinlock_slow_(l, RSK_TRY_CHANGED);
+	return rsk_spinlock_slow_(l, RSK_CMPFAIL);
 noindex:
-	return rsk_spinlock_slow_(l, RSK_TRY_NO_INDEX);
+	return rsk_spinlock_slow_(l, RSK_NO_INDEX);
 aborted:
-	return rsk_spinlock_slow_(l, RSK_TRY_ABORTED);
+	return rsk_spinlock_slow_(l, RSK_ABORTED);
 stopped:
-	return rsk_spinlock_slow_(l, RSK_TRY_STOPPED);
+	return rsk_spinlock_slow_(l, RSK_STOPPED);
 }
 
 /*
@@ -147,7 +151,9 @@ stopped:
  * free.  Returns 0, -EINVAL (l NULL, cpu outside [0, l->nr)).  Unlocking
  * a lock that is not held is not detected: one store, as a hand-written
  * unlock (a free lock stays free; one held by another thread is released,
- * the caller's bug).
+ * the caller's bug).  With RSEQKIT_DEBUG=spinlock it is: an unlock of a
+ * lock the calling thread does not hold (a free one: a double unlock) is
+ * reported on stderr and returns -EPERM, the lock left as it was.
  */
 RSK_PERCPU_INLINE int rsk_spinlock_unlock(struct rsk_spinlock *l, int cpu)
 {
@@ -155,7 +161,7 @@ RSK_PERCPU_INLINE int rsk_spinlock_unlock(struct rsk_spinlock *l, int cpu)
 
 	if (RSK_PERCPU_UNLIKELY(l == NULL || (unsigned)cpu >= (unsigned)l->nr))
 		return -EINVAL;
-	if (RSK_PERCPU_UNLIKELY(rsk_fast.slice_ok))
+	if (RSK_PERCPU_UNLIKELY(rsk_fast.lock_slow))
 		return rsk_spinlock_unlock_slice_(l, cpu);
 	p = RSK_PERCPU_PART_(l, (unsigned)cpu);
 	__atomic_store_n(&p->locked, 0, __ATOMIC_RELEASE);

@@ -66,15 +66,15 @@ int rsk_stack_create(struct rsk_stack **out, enum rsk_index_mode mode);
 int rsk_stack_destroy(struct rsk_stack *s);
 
 /*
- * Not API: one attempt of each operation (RSK_TRY_DONE with *idx set,
- * RSK_TRY_EMPTY, or another rsk_try), and the slow path: the operation
+ * Not API: one attempt of each operation (RSK_OK with *idx set,
+ * RSK_EMPTY, or another rsk_result), and the slow path: the operation
  * after a first attempt that returned `first`.
  */
 enum rsk_stack_op_ { RSK_STACK_PUSH_, RSK_STACK_POP_, RSK_STACK_POP_ALL_ };
 int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op, struct rsk_stack_node *node,
-		    struct rsk_stack_node **out, enum rsk_try first);
+		    struct rsk_stack_node **out, enum rsk_result first);
 
-RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_push_(struct rsk_stack *s,
+RSK_PERCPU_INLINE enum rsk_result rsk_stack_try_push_(struct rsk_stack *s,
 						   struct rsk_stack_node *node, int *idx, ptrdiff_t off)
 {
 	uintptr_t pos;
@@ -84,16 +84,16 @@ RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_push_(struct rsk_stack *s,
 	/* node->next = the head, speculatively; the commit publishes it. */
 	RSK_PERCPU_PUSH_(s, struct rsk_stack, off, pos, head, node, offsetof(struct rsk_stack_node, next));
 	*idx = rsk_percpu_pos_index_(pos);
-	return RSK_TRY_DONE;
+	return RSK_OK;
 noindex:
-	return RSK_TRY_NO_INDEX;
+	return RSK_NO_INDEX;
 aborted:
-	return RSK_TRY_ABORTED;
+	return RSK_ABORTED;
 stopped:
-	return RSK_TRY_STOPPED;
+	return RSK_STOPPED;
 }
 
-RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_(struct rsk_stack *s,
+RSK_PERCPU_INLINE enum rsk_result rsk_stack_try_pop_(struct rsk_stack *s,
 						  struct rsk_stack_node **out, int *idx, ptrdiff_t off)
 {
 	uintptr_t pos;
@@ -104,42 +104,42 @@ RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_(struct rsk_stack *s,
 	RSK_PERCPU_POP_(s, struct rsk_stack, off, pos, head, head, offsetof(struct rsk_stack_node, next));
 	*idx = rsk_percpu_pos_index_(pos);
 	*out = (struct rsk_stack_node *)head;
-	return RSK_TRY_DONE;
+	return RSK_OK;
 cmpfail: /* the head was 0 */
 	*out = NULL;
-	return RSK_TRY_EMPTY;
+	return RSK_EMPTY;
 noindex:
-	return RSK_TRY_NO_INDEX;
+	return RSK_NO_INDEX;
 aborted:
-	return RSK_TRY_ABORTED;
+	return RSK_ABORTED;
 stopped:
-	return RSK_TRY_STOPPED;
+	return RSK_STOPPED;
 }
 
-RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_all_(struct rsk_stack *s,
+RSK_PERCPU_INLINE enum rsk_result rsk_stack_try_pop_all_(struct rsk_stack *s,
 						      struct rsk_stack_node **out, int *idx, ptrdiff_t off)
 {
 	uint32_t ioff = s->index_offset_, i;
 	rsk_arch_area_t area;
 	int ready = rsk_percpu_enter_(off, ioff, s->fast_nr_, &area, &i);
 	intptr_t head;
-	enum rsk_try r;
+	enum rsk_result r;
 
 	if (RSK_PERCPU_UNLIKELY(!ready))
-		return RSK_TRY_NO_INDEX;
+		return RSK_NO_INDEX;
 	*idx = (int)i;
 	RSK_INJECT_C(7);
 	head = __atomic_load_n(&RSK_PERCPU_PART_(s, i)->head, __ATOMIC_RELAXED);
 	if (head == 0) {
 		*out = NULL;
-		return RSK_TRY_EMPTY;
+		return RSK_EMPTY;
 	}
 	RSK_INJECT_C(8);
 	/* Comparing the head is enough: whatever list hangs from it at the
 	 * commit is the one taken (its links are read later). */
 	r = RSK_PERCPU_OP_(cmpstore, ioff, area, i, &RSK_PERCPU_PART_(s, i)->gate, &RSK_PERCPU_PART_(s, i)->head,
 			   head, 0);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE)) {
+	if (RSK_PERCPU_LIKELY(r == RSK_OK)) {
 		/* The caller reads the list only after the commit took it
 		 * (the section names no memory but the head). */
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -150,7 +150,7 @@ RSK_PERCPU_INLINE enum rsk_try rsk_stack_try_pop_all_(struct rsk_stack *s,
 
 /*
  * rsk_stack_push - push node on the current CPU's part.
- * Returns the part's index (>= 0), -EINVAL (s or node NULL, or s
+ * Returns 0, -EINVAL (s or node NULL, or s
  * destroyed), -ENXIO (a slow path's fence failed), -EDEADLK (a signal
  * handler whose thread holds the gate it needs), -EOWNERDEAD (a gate's
  * holder exited holding it); on an error the node is not pushed.
@@ -167,18 +167,21 @@ RSK_PERCPU_INLINE int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node 
 	RSK_INJECT_C(7);
 	RSK_INJECT_C(8);
 	RSK_PERCPU_PUSH_(s, struct rsk_stack, off, pos, head, node, offsetof(struct rsk_stack_node, next));
-	return rsk_percpu_pos_index_(pos);
+	return 0;
 noindex:
-	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_TRY_NO_INDEX);
+	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_NO_INDEX);
+	/* Kept apart, as in rsk_counter_add(). */
 aborted:
-	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_TRY_ABORTED);
+	__asm__ __volatile__("");
+	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_ABORTED);
 stopped:
-	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_TRY_STOPPED);
+	__asm__ __volatile__("");
+	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_STOPPED);
 }
 
 /*
  * rsk_stack_pop - unlink the top node of the current CPU's part into *out.
- * Returns the part's index (>= 0), -ENOENT (that part is empty; *out set
+ * Returns 0, -ENOENT (that part is empty; *out set
  * to NULL), -EINVAL (s or out NULL, or s destroyed), -ENXIO (a slow
  * path's fence failed), -EDEADLK (a signal handler whose thread holds the
  * gate it needs), -EOWNERDEAD (a gate's holder exited holding it).
@@ -187,7 +190,7 @@ stopped:
 RSK_PERCPU_INLINE int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node **out)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	enum rsk_try r;
+	enum rsk_result r;
 	uintptr_t pos;
 	intptr_t head;
 
@@ -198,18 +201,18 @@ RSK_PERCPU_INLINE int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node *
 	RSK_INJECT_C(8);
 	RSK_PERCPU_POP_(s, struct rsk_stack, off, pos, head, head, offsetof(struct rsk_stack_node, next));
 	*out = (struct rsk_stack_node *)head;
-	return rsk_percpu_pos_index_(pos);
+	return 0;
 cmpfail: /* the head was 0 */
 	*out = NULL;
 	return -ENOENT;
 noindex:
-	r = RSK_TRY_NO_INDEX;
+	r = RSK_NO_INDEX;
 	goto slow;
 aborted:
-	r = RSK_TRY_ABORTED;
+	r = RSK_ABORTED;
 	goto slow;
 stopped:
-	r = RSK_TRY_STOPPED;
+	r = RSK_STOPPED;
 slow: {
 	/* Through a local: out's target stays out of memory on the fast
 	 * path (its address does not escape to the call). */
@@ -224,21 +227,21 @@ slow: {
 /*
  * rsk_stack_pop_all - take the whole list of the current CPU's part: *out
  * gets its top node (the rest linked through next, NULL-terminated).
- * Returns the part's index (>= 0), -ENOENT (empty; *out = NULL), -EINVAL.
+ * Returns 0, -ENOENT (empty; *out = NULL), -EINVAL.
  * Lock-free on the fast path.
  */
 RSK_PERCPU_INLINE int rsk_stack_pop_all(struct rsk_stack *s, struct rsk_stack_node **out)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	enum rsk_try r;
+	enum rsk_result r;
 	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
 		return -EINVAL;
 	r = rsk_stack_try_pop_all_(s, out, &idx, off);
-	if (RSK_PERCPU_LIKELY(r == RSK_TRY_DONE))
-		return idx;
-	if (r == RSK_TRY_EMPTY)
+	if (RSK_PERCPU_LIKELY(r == RSK_OK))
+		return 0;
+	if (r == RSK_EMPTY)
 		return -ENOENT;
 	{
 		/* Through a local: out's target stays out of memory on the

@@ -73,12 +73,16 @@ struct rsk_status {
  * is written by the kernel, and then it is area_offset itself (an offset
  * within the static TLS block fits an int), so that rsk_mm_cid() tests one
  * word instead of two; slice_ok is nonzero when the kernel offers the
- * time-slice extension to this process's registrations (<rseqkit/slice.h>).
+ * time-slice extension to this process's registrations (<rseqkit/slice.h>);
+ * lock_slow is nonzero when rsk_spinlock_lock() and _unlock() take the
+ * library's out-of-line copies: with the slice region, or with the checks
+ * of RSEQKIT_DEBUG=spinlock (one test on the fast path for both).
  */
 struct rsk_fast {
 	ptrdiff_t area_offset;
 	int cid_ok;
 	int slice_ok;
+	int lock_slow;
 };
 /* Users' code sees it const: it is written once, at initialisation (the
  * library's constructor, or the first call before that), and with a

@@ -9,14 +9,14 @@
  * The macros give the version of the headers a program was compiled
  * against; rsk_version() gives the version of the library it runs with
  * (with the shared library, they can differ).  Versions follow semantic
- * versioning: the soname (librseqkit.so.0) changes only with an
- * incompatible ABI.
+ * versioning: the soname (librseqkit.so.1) changes only with an
+ * incompatible ABI (abi/README.md says what changed).
  */
 #ifndef RSEQKIT_VERSION_H
 #define RSEQKIT_VERSION_H
 
 #define RSEQKIT_VERSION_MAJOR 0
-#define RSEQKIT_VERSION_MINOR 1
+#define RSEQKIT_VERSION_MINOR 2
 #define RSEQKIT_VERSION_PATCH 0
 
 #define RSEQKIT_VERSION_STR_(x) #x

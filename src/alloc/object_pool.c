@@ -44,6 +44,12 @@
 
 
 #define SLAB_MIN_BYTES ((size_t)64 << 10)
+/* The range of rsk_pool_config.slab_bytes (a slab is aligned to its size:
+ * an object's slab is its address rounded down). */
+#define SLAB_SMALLEST ((size_t)4 << 10)
+#define SLAB_LARGEST  ((size_t)1 << 30)
+/* cache_capacity 0: as many objects as fill this, within [2, 128]. */
+#define CACHE_DEFAULT_BYTES ((size_t)64 << 10)
 #define SLAB_MAGIC 0x72736b736c616275ull /* "rskslabu" */
 #define MAX_SLAB_OBJECTS 65535		  /* indices are 16 bits */
 
@@ -905,46 +911,101 @@ static void tc_drain_own(const struct pool_impl *pi)
 
 /* ---- creation ---- */
 
+/* -EINVAL for a configuration's field; in debug mode (RSK_POOL_DEBUG, or
+ * RSEQKIT_DEBUG=pool) a message names the field and its rule. */
+static int config_error(int debug, const char *field_and_rule)
+{
+	if (debug)
+		rsk_report_("rsk_pool_create: ", NULL, field_and_rule);
+	return -EINVAL;
+}
+
+/* The objects of one slab of S bytes (0: not one fits), and where their
+ * states and the objects begin. */
+static size_t slab_fit(size_t S, size_t hdr, size_t per, size_t stride, size_t align, int debug,
+		       size_t *state_off, size_t *first_off)
+{
+	size_t nobj = S > hdr ? (S - hdr) / per : 0;
+
+	if (nobj > MAX_SLAB_OBJECTS)
+		nobj = MAX_SLAB_OBJECTS;
+	for (; nobj > 0; nobj--) {
+		*state_off = hdr + nobj * sizeof(uint16_t);
+		*first_off = align_up(*state_off + (debug ? nobj : 0), align);
+		if (*first_off + nobj * stride <= S)
+			break;
+	}
+	return nobj;
+}
+
 int rsk_pool_create_in_(struct rsk_pool **out, const struct rsk_pool_config *cfg, int mapped)
 {
 	struct pool_impl *pi;
 	size_t align, stride, S, hdr, per, nobj, state_off = 0, first_off = 0;
+	unsigned flags;
+	long capacity;
 	int debug, nr;
 
-	if (out == NULL || cfg == NULL || cfg->size == 0 || cfg->size > RSK_POOL_MAX_SIZE ||
-	    (cfg->align & (cfg->align - 1)) != 0 || cfg->align > RSK_POOL_MAX_ALIGN ||
-	    cfg->cache_capacity < 1 || cfg->cache_capacity > RSK_POOL_MAX_CAPACITY ||
-	    (cfg->flags & ~RSK_POOL_DEBUG) != 0 ||
-	    (cfg->mode != RSK_INDEX_CPU && cfg->mode != RSK_INDEX_CID))
+	if (out == NULL || cfg == NULL)
 		return -EINVAL;
-	debug = (cfg->flags & RSK_POOL_DEBUG) != 0;
+	/* The allocator's own pools (mapped) have their own check mode. */
+	if (!mapped)
+		rsk_init_once();
+	flags = cfg->flags | (!mapped && (rsk_debug_ & RSK_DEBUG_POOL_) ? RSK_POOL_DEBUG : 0);
+	debug = (flags & RSK_POOL_DEBUG) != 0;
+	if (cfg->size == 0 || cfg->size > RSK_POOL_MAX_SIZE)
+		return config_error(debug, "size: must be 1 .. RSK_POOL_MAX_SIZE (1 MiB): -EINVAL");
+	if ((cfg->align & (cfg->align - 1)) != 0 || cfg->align > RSK_POOL_MAX_ALIGN)
+		return config_error(debug, "align: must be 0 (the default) or a power of two "
+					   "<= RSK_POOL_MAX_ALIGN (4096): -EINVAL");
+	if (cfg->cache_capacity < 0 || cfg->cache_capacity > RSK_POOL_MAX_CAPACITY)
+		return config_error(debug, "cache_capacity: must be 0 (the default) or 1 .. "
+					   "RSK_POOL_MAX_CAPACITY (65536): -EINVAL");
+	if ((cfg->flags & ~RSK_POOL_DEBUG) != 0)
+		return config_error(debug, "flags: must be 0 or RSK_POOL_DEBUG: -EINVAL");
+	if (cfg->mode != RSK_INDEX_CPU && cfg->mode != RSK_INDEX_CID)
+		return config_error(debug, "mode: must be RSK_INDEX_CPU (0) or RSK_INDEX_CID: -EINVAL");
+	if (cfg->slab_bytes != 0 && ((cfg->slab_bytes & (cfg->slab_bytes - 1)) != 0 ||
+				     cfg->slab_bytes < SLAB_SMALLEST || cfg->slab_bytes > SLAB_LARGEST))
+		return config_error(debug, "slab_bytes: must be 0 (the default) or a power of two "
+					   "from 4 KiB to 1 GiB: -EINVAL");
 	align = cfg->align;
 	if (align == 0)
 		for (align = 16; align / 2 >= cfg->size && align > 1;)
 			align /= 2;
 	stride = align_up(cfg->size, align);
+	capacity = cfg->cache_capacity;
+	if (capacity == 0) {
+		size_t k = CACHE_DEFAULT_BYTES / stride;
+
+		capacity = k < 2 ? 2 : k > 128 ? 128 : (long)k;
+	}
 
 	/* Slab geometry: header, free-index stack, debug states, objects. */
 	hdr = sizeof(struct slab);
 	per = stride + sizeof(uint16_t) + (size_t)debug;
-	S = SLAB_MIN_BYTES;
-	/* At least 64 objects up to 4 KiB, 8 beyond; the allocator's pools
-	 * (mapped) take 2 beyond 32 KiB: a slab of its 256 KiB class is then
-	 * 1 MiB, not 4, of which little is touched while few are in use. */
-	while (S < hdr + (stride <= 4096 ? 64 : mapped && stride > ((size_t)32 << 10) ? 2 : 8) * per + align)
-		S *= 2;
-	nobj = (S - hdr) / per;
-	if (nobj > MAX_SLAB_OBJECTS)
-		nobj = MAX_SLAB_OBJECTS;
-	for (; nobj > 0; nobj--) {
-		state_off = hdr + nobj * sizeof(uint16_t);
-		first_off = align_up(state_off + (debug ? nobj : 0), align);
-		if (first_off + nobj * stride <= S)
-			break;
+	if (cfg->slab_bytes != 0) {
+		S = cfg->slab_bytes;
+	} else {
+		S = SLAB_MIN_BYTES;
+		/* At least 64 objects up to 4 KiB, 8 beyond; the allocator's
+		 * pools (mapped) take 2 beyond 32 KiB: a slab of its 256 KiB
+		 * class is then 1 MiB, not 4, of which little is touched while
+		 * few are in use. */
+		while (S < hdr + (stride <= 4096 ? 64 : mapped && stride > ((size_t)32 << 10) ? 2 : 8) * per + align)
+			S *= 2;
+		/* A bound below that slab: the largest slab within the bound
+		 * (a bound below one slab would make every allocation fail). */
+		while (cfg->max_bytes != 0 && cfg->max_bytes < S && S > SLAB_SMALLEST)
+			S /= 2;
 	}
-	/* A bound below one slab would make every allocation fail. */
-	if (nobj == 0 || (cfg->max_bytes != 0 && cfg->max_bytes < S))
-		return -EINVAL;
+	nobj = slab_fit(S, hdr, per, stride, align, debug, &state_off, &first_off);
+	if (nobj == 0)
+		return config_error(debug, cfg->slab_bytes != 0
+						   ? "slab_bytes: too small for one object: -EINVAL"
+						   : "max_bytes: smaller than one slab holding one object: -EINVAL");
+	if (cfg->max_bytes != 0 && cfg->max_bytes < S)
+		return config_error(debug, "max_bytes: smaller than one slab (slab_bytes): -EINVAL");
 
 	/* The pool and its array of part pointers, in one block: from malloc,
 	 * or mapped for rseqkit's malloc (src/malloc/), which is built on
@@ -959,8 +1020,8 @@ int rsk_pool_create_in_(struct rsk_pool **out, const struct rsk_pool_config *cfg
 	pi->pub.nr = nr;
 	pi->pub.magic_ = RSK_PERCPU_MAGIC;
 	rsk_percpu_init_head((struct rsk_percpu_head *)&pi->pub);
-	pi->pub.flags = cfg->flags;
-	pi->pub.capacity = cfg->cache_capacity;
+	pi->pub.flags = flags;
+	pi->pub.capacity = capacity;
 	pi->pub.align = align;
 	pi->size = cfg->size;
 	pi->stride = stride;
@@ -969,10 +1030,9 @@ int rsk_pool_create_in_(struct rsk_pool **out, const struct rsk_pool_config *cfg
 	pi->state_off = state_off;
 	pi->first_off = first_off;
 	pi->max_bytes = cfg->max_bytes;
-	pi->part_bytes = align_up(sizeof(struct rsk_pool_part) +
-					  (size_t)cfg->cache_capacity * sizeof(intptr_t),
+	pi->part_bytes = align_up(sizeof(struct rsk_pool_part) + (size_t)capacity * sizeof(intptr_t),
 				  RSK_PERCPU_ALIGN);
-	pi->batch = (cfg->cache_capacity + 1) / 2;
+	pi->batch = (capacity + 1) / 2;
 	/* The caches' address space, touched (and so backed) part by part;
 	 * if it cannot be reserved, each cache is mapped on first use. */
 	pi->parts = map_zeroed(pi->part_bytes * (size_t)nr);
@@ -1386,7 +1446,7 @@ static inline __attribute__((always_inline)) int free_plain(struct pool_impl *pi
 }
 
 /* rsk_pool_alloc_slow_() past the plain first try. */
-static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, int ret)
+static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, enum rsk_result ret)
 {
 	struct pool_impl *pi = impl(p);
 	unsigned aborts = 0;
@@ -1456,7 +1516,7 @@ static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, int ret
 }
 
 /* rsk_pool_free_slow_() past the plain first try. */
-static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj, int ret)
+static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj, enum rsk_result ret)
 {
 	struct pool_impl *pi = impl(p);
 	unsigned aborts = 0;
@@ -1542,7 +1602,7 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 
 /* Where no thread runs sections: the thread's cache, else the home
  * part's (alloc_plain()), else the general path. */
-RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
+RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, enum rsk_result ret)
 {
 	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p)) {
 		intptr_t obj;
@@ -1557,7 +1617,7 @@ RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, int ret)
 	return alloc_general(p, ret);
 }
 
-RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, int ret)
+RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, enum rsk_result ret)
 {
 	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p)) {
 		if (tc_free(impl(p), obj)) {

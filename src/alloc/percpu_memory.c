@@ -492,6 +492,7 @@ RSK_EXPORT int rsk_mempool_create(struct rsk_mempool **out, const struct rsk_mem
 	pi->pub.index_offset_ = pi->pub.mode == RSK_INDEX_CPU ? RSK_ABI_OFF_CPU_ID : RSK_ABI_OFF_MM_CID;
 	pi->pub.nr = rsk_possible_cpus();
 	pi->pub.size = cfg->size;
+	pi->pub.robust_ = (cfg->flags & RSK_MEMPOOL_ROBUST) != 0;
 	pi->flags = cfg->flags;
 	pi->align = align;
 	pi->hdr = hdr;
@@ -773,7 +774,8 @@ static int update_locked(struct rsk_mempool *p, intptr_t *ctr, int idx, intptr_t
 	return idx;
 }
 
-RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, int ret)
+RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v,
+				 enum rsk_result ret)
 {
 	unsigned aborts = 0;
 	int idx;
@@ -786,7 +788,7 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 		idx = rsk_percpu_spill_index_(p->mode, p->nr);
 		rsk_spill_add_(rsk_percpu_ptr(ctr, idx), v);
 		rsk_note_slow_path_at(idx);
-		return idx;
+		return 0;
 	}
 	while (ret == RSK_ABORTED) {
 #if RSK_INJECTING
@@ -801,7 +803,7 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 		RSK_INJECT_C(7);
 		ret = rsk_gated_add(p->mode, idx, rsk_mempool_gate(p, idx), rsk_percpu_ptr(ctr, idx), v);
 		if (ret == RSK_OK)
-			return idx;
+			return 0;
 	}
 	/* The one place that adds without a critical section: on the current
 	 * index if the thread has one, else on its CPU's copy (any copy is
@@ -819,7 +821,7 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 		int r = update_locked(p, ctr, (idx + k) % p->nr, v, 0, NULL);
 
 		if (r != -EDEADLK || k + 1 >= p->nr)
-			return r;
+			return r < 0 ? r : 0; /* r: the copy's index */
 	}
 }
 
@@ -830,6 +832,30 @@ static int counter_ok(struct rsk_mempool *p, const intptr_t *ctr)
 {
 	return pool_alive(p) && ctr != NULL && ((uintptr_t)ctr % sizeof(intptr_t)) == 0 &&
 	       check_live(impl_of(p), ctr, WORD_INSIDE_OBJECT) == 0;
+}
+
+/* A robust pool's add: the pointer checked first (lock-free, as the
+ * add), then one section, else the slow path. */
+RSK_EXPORT int rsk_pcounter_robust_add_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
+{
+	enum rsk_result ret = RSK_NO_INDEX;
+	int idx;
+
+	if (!counter_ok(p, ctr)) {
+		if (pool_alive(p))
+			rsk_report_("mempool ", p,
+				    ": rsk_pcounter_add of a pointer that is not a word of a live "
+				    "object of this pool: -EINVAL");
+		return -EINVAL;
+	}
+	idx = rsk_index(p->mode);
+	if ((unsigned)idx < (unsigned)p->nr) {
+		RSK_INJECT_C(7);
+		ret = rsk_gated_add(p->mode, idx, rsk_mempool_gate(p, idx), rsk_percpu_ptr(ctr, idx), v);
+		if (ret == RSK_OK)
+			return 0;
+	}
+	return rsk_pcounter_slow_(p, ctr, v, ret);
 }
 
 RSK_EXPORT int rsk_pcounter_read(struct rsk_mempool *p, const intptr_t *ctr, int idx, intptr_t *value)

@@ -56,7 +56,7 @@ struct copybuf_op {
 	void *words;
 };
 
-static enum rsk_try copybuf_attempt(void *s, void *arg, int *idx)
+static enum rsk_result copybuf_attempt(void *s, void *arg, int *idx)
 {
 	struct copybuf_op *o = arg;
 
@@ -76,7 +76,7 @@ static inline void copy_words(intptr_t *dst, const intptr_t *src, size_t n)
 /* Plain code: with the gate closed and the CPU fenced, the part is ours.
  * Both sides are word arrays: a part's slot, and the item or its bounce
  * copy (see copybuf_bytes_kind for an item that is neither). */
-static enum rsk_try copybuf_locked(void *s, int idx, void *arg)
+static enum rsk_result copybuf_locked(void *s, int idx, void *arg)
 {
 	struct rsk_copybuf *b = s;
 	struct rsk_copybuf_part *p = rsk_copybuf_part_(b, idx);
@@ -85,17 +85,17 @@ static enum rsk_try copybuf_locked(void *s, int idx, void *arg)
 
 	if (o->op == RSK_COPYBUF_PUSH_) {
 		if (count >= b->capacity)
-			return RSK_TRY_FULL;
+			return RSK_FULL;
 		copy_words(&p->item[(size_t)count * b->words], o->words, b->words);
 		/* Release: the item is published with the count. */
 		__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
-		return RSK_TRY_DONE;
+		return RSK_OK;
 	}
 	if (count == 0)
-		return RSK_TRY_EMPTY;
+		return RSK_EMPTY;
 	copy_words(o->words, &p->item[(size_t)(count - 1) * b->words], b->words);
 	p->count = count - 1;
-	return RSK_TRY_DONE;
+	return RSK_OK;
 }
 
 /* copybuf_locked() for the caller's own item when it is not a word array
@@ -103,7 +103,7 @@ static enum rsk_try copybuf_locked(void *s, int idx, void *arg)
  * or an unaligned address), from rsk_copybuf_push_cpu()/pop_cpu(): exactly
  * item_size bytes of it, at any alignment.  A pushed slot's last word is
  * zeroed first, as the slow path's bounce copy's is. */
-static enum rsk_try copybuf_locked_bytes(void *s, int idx, void *arg)
+static enum rsk_result copybuf_locked_bytes(void *s, int idx, void *arg)
 {
 	struct rsk_copybuf *b = s;
 	struct rsk_copybuf_part *p = rsk_copybuf_part_(b, idx);
@@ -112,19 +112,19 @@ static enum rsk_try copybuf_locked_bytes(void *s, int idx, void *arg)
 
 	if (o->op == RSK_COPYBUF_PUSH_) {
 		if (count >= b->capacity)
-			return RSK_TRY_FULL;
+			return RSK_FULL;
 		intptr_t *slot = &p->item[(size_t)count * b->words];
 		slot[b->words - 1] = 0;
 		memcpy(slot, o->words, b->item_size);
 		/* Release: the item is published with the count. */
 		__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
-		return RSK_TRY_DONE;
+		return RSK_OK;
 	}
 	if (count == 0)
-		return RSK_TRY_EMPTY;
+		return RSK_EMPTY;
 	memcpy(o->words, &p->item[(size_t)(count - 1) * b->words], b->item_size);
 	p->count = count - 1;
-	return RSK_TRY_DONE;
+	return RSK_OK;
 }
 
 static intptr_t *copybuf_gate(void *s, int idx)
@@ -133,15 +133,15 @@ static intptr_t *copybuf_gate(void *s, int idx)
 }
 
 /* Another CPU's part that is empty (pop) or full (push) at a look. */
-static enum rsk_try copybuf_peek(const void *s, int idx, const void *arg)
+static enum rsk_result copybuf_peek(const void *s, int idx, const void *arg)
 {
 	const struct rsk_copybuf *b = s;
 	const struct copybuf_op *o = arg;
 	intptr_t count = __atomic_load_n(&rsk_copybuf_part_(b, idx)->count, __ATOMIC_RELAXED);
 
 	if (o->op == RSK_COPYBUF_PUSH_)
-		return count >= b->capacity ? RSK_TRY_FULL : RSK_TRY_DONE;
-	return count == 0 ? RSK_TRY_EMPTY : RSK_TRY_DONE;
+		return count >= b->capacity ? RSK_FULL : RSK_OK;
+	return count == 0 ? RSK_EMPTY : RSK_OK;
 }
 
 static const struct rsk_percpu_kind copybuf_kind = {
@@ -169,7 +169,7 @@ static const struct rsk_percpu_kind *cpu_kind(const struct rsk_copybuf *b, const
 }
 
 RSK_EXPORT int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op, void *item,
-				 enum rsk_try first)
+				 enum rsk_result first)
 {
 	intptr_t bounce[RSK_COPYBUF_MAX_ITEM / sizeof(intptr_t)];
 	struct copybuf_op o = { op, item };
@@ -187,7 +187,7 @@ RSK_EXPORT int rsk_copybuf_slow_(struct rsk_copybuf *b, enum rsk_copybuf_op_ op,
 	ret = rsk_percpu_slow(b, &copybuf_kind, &o, first);
 	if (ret >= 0 && op == RSK_COPYBUF_POP_ && o.words != item)
 		memcpy(item, bounce, b->item_size);
-	return ret;
+	return ret < 0 ? ret : 0; /* the framework's part index: 0 */
 }
 
 RSK_EXPORT int rsk_copybuf_pop_cpu(struct rsk_copybuf *b, int cpu, void *item)

@@ -37,7 +37,7 @@ struct counter_op {
 	intptr_t count;
 };
 
-static enum rsk_try counter_attempt(void *s, void *arg, int *idx)
+static enum rsk_result counter_attempt(void *s, void *arg, int *idx)
 {
 	return rsk_counter_try_(s, ((struct counter_op *)arg)->count, idx, rsk_area_offset_());
 }
@@ -45,12 +45,12 @@ static enum rsk_try counter_attempt(void *s, void *arg, int *idx)
 /* A thread that cannot run a section adds to the spill word of the part
  * rsk_percpu_spill_index_() chose (the current CPU's): atomic, beside the
  * sections (which never write it). */
-static enum rsk_try counter_spill(void *s, int idx, void *arg)
+static enum rsk_result counter_spill(void *s, int idx, void *arg)
 {
 	struct rsk_counter_part *p = &((struct rsk_counter *)s)->part[idx];
 
 	rsk_spill_add_(&p->spill, ((struct counter_op *)arg)->count);
-	return RSK_TRY_DONE;
+	return RSK_OK;
 }
 
 static const struct rsk_percpu_kind counter_kind = {
@@ -60,16 +60,17 @@ static const struct rsk_percpu_kind counter_kind = {
 	.gate = NULL, /* the sections need none: see counter.h */
 };
 
-RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_try first)
+RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_result first)
 {
 	struct counter_op op = { .count = count };
+	int ret;
 
 	/* No thread of the process runs sections (no rseq: fast_nr_ is 0),
 	 * so there is nothing to retry or register: the spill add at once,
 	 * on the current CPU's part.  This is every add of such a process,
 	 * the fallback's fast path: no frame beyond this one, the CPU looked
 	 * up once (rsk_percpu_spill_index_() where it is not simple). */
-	if (first == RSK_TRY_NO_INDEX && c->fast_nr_ == 0 &&
+	if (first == RSK_NO_INDEX && c->fast_nr_ == 0 &&
 	    rsk_percpu_alive_((const struct rsk_percpu_head *)(const void *)c)) {
 		int idx = -1;
 
@@ -79,9 +80,11 @@ RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk
 			idx = rsk_percpu_spill_index_(c->mode, c->nr);
 		rsk_spill_add_(&c->part[idx].spill, count);
 		rsk_note_slow_path_at(idx);
-		return idx;
+		return 0;
 	}
-	return rsk_percpu_slow(c, &counter_kind, &op, first);
+	/* The framework returns the part's index: the add returns 0. */
+	ret = rsk_percpu_slow(c, &counter_kind, &op, first);
+	return ret < 0 ? ret : 0;
 }
 
 /* count + spill: every add to the part so far, in wrapping arithmetic. */

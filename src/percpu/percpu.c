@@ -161,7 +161,7 @@ int rsk_percpu_spill_index_(enum rsk_index_mode mode, int nr)
 	return rsk_percpu_home_(nr);
 }
 
-/* After RSK_TRY_NO_INDEX: whether the thread can run sections on this
+/* After RSK_NO_INDEX: whether the thread can run sections on this
  * structure now (its first call registers it). */
 static int index_now_usable(const struct rsk_percpu_head *h)
 {
@@ -190,7 +190,7 @@ static int close_some_gate(void *s, const struct rsk_percpu_head *h,
 	return -EDEADLK;
 }
 
-/* After RSK_TRY_STOPPED: whether the section met a guard part (it read
+/* After RSK_STOPPED: whether the section met a guard part (it read
  * -1 or -2, the index of a thread that is not registered) rather than a
  * closed gate. */
 static int stopped_by_guard(const struct rsk_percpu_head *h)
@@ -223,7 +223,7 @@ int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg, int b
 	for (;;) {
 		intptr_t *gate = k->gate(s, idx);
 		int err = rsk_gate_take_plain_(gate, idx, k->name, s);
-		enum rsk_try r;
+		enum rsk_result r;
 
 		if (__builtin_expect(err != 0, 0)) {
 			if (err != -EDEADLK || ++moved >= h->nr)
@@ -237,16 +237,16 @@ int rsk_percpu_plain_(void *s, const struct rsk_percpu_kind *k, void *arg, int b
 		}
 		r = k->locked(s, idx, arg);
 		rsk_gate_drop_plain_(gate, idx, round == 0);
-		if (__builtin_expect(r == RSK_TRY_DONE, 1))
+		if (__builtin_expect(r == RSK_OK, 1))
 			return idx;
-		if (r != RSK_TRY_CHANGED || k->wait == NULL)
+		if (r != RSK_CMPFAIL || k->wait == NULL)
 			return rsk_percpu_final_error_(r);
 		/* Busy (a held lock): wait with the gate open. */
 		k->wait(s, idx, round++);
 	}
 }
 
-int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_try r)
+int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_result r)
 {
 	struct rsk_percpu_head *h = s;
 	unsigned aborts = 0, round = 0;
@@ -257,20 +257,20 @@ int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum 
 	for (;;) {
 		/* The retries of the fast path. */
 		for (;;) {
-			if (r == RSK_TRY_EMPTY || r == RSK_TRY_FULL)
+			if (r == RSK_EMPTY || r == RSK_FULL)
 				return rsk_percpu_final_error_(r);
-			if (r == RSK_TRY_STOPPED && stopped_by_guard(h))
-				r = RSK_TRY_NO_INDEX;
-			if (r == RSK_TRY_STOPPED)
+			if (r == RSK_STOPPED && stopped_by_guard(h))
+				r = RSK_NO_INDEX;
+			if (r == RSK_STOPPED)
 				break;
-			if (r == RSK_TRY_ABORTED && rsk_percpu_give_up(&aborts))
+			if (r == RSK_ABORTED && rsk_percpu_give_up(&aborts))
 				break;
-			if (r == RSK_TRY_NO_INDEX && (tried_register++ || !index_now_usable(h)))
+			if (r == RSK_NO_INDEX && (tried_register++ || !index_now_usable(h)))
 				break;
-			if (r == RSK_TRY_CHANGED && k->wait != NULL)
+			if (r == RSK_CMPFAIL && k->wait != NULL)
 				k->wait(s, idx, round++);
 			r = k->attempt(s, arg, &idx);
-			if (r == RSK_TRY_DONE)
+			if (r == RSK_OK)
 				return idx;
 		}
 		if (k->gate == NULL) {
@@ -279,7 +279,7 @@ int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum 
 			idx = rsk_percpu_spill_index_(h->mode, h->nr);
 			r = k->locked(s, idx, arg);
 			rsk_note_slow_path_at(idx);
-			return r == RSK_TRY_DONE ? idx : rsk_percpu_final_error_(r);
+			return r == RSK_OK ? idx : rsk_percpu_final_error_(r);
 		}
 		/* The one place that works on the structure without a
 		 * critical section: its gate makes the part ours. */
@@ -290,16 +290,16 @@ int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum 
 		rsk_gate_open(k->gate(s, idx));
 		if (round == 0)
 			rsk_note_slow_path_at(idx);
-		if (r == RSK_TRY_DONE)
+		if (r == RSK_OK)
 			return idx;
-		if (r != RSK_TRY_CHANGED || k->wait == NULL)
+		if (r != RSK_CMPFAIL || k->wait == NULL)
 			return rsk_percpu_final_error_(r);
 		/* Busy (a held lock): wait with the gate open, then again
 		 * from the fast path. */
 		k->wait(s, idx, round++);
 		aborts = 0;
 		r = k->attempt(s, arg, &idx);
-		if (r == RSK_TRY_DONE)
+		if (r == RSK_OK)
 			return idx;
 	}
 }
@@ -307,7 +307,7 @@ int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum 
 int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *arg)
 {
 	struct rsk_percpu_head *h = s;
-	enum rsk_try r;
+	enum rsk_result r;
 	int err;
 
 	if (h == NULL || (unsigned)cpu >= (unsigned)h->nr)
@@ -316,12 +316,12 @@ int rsk_percpu_on_cpu(void *s, const struct rsk_percpu_kind *k, int cpu, void *a
 		return -EINVAL;
 	if (__builtin_expect(rsk_process.check_threads, 0))
 		rsk_check_thread_(); /* before the gate's TLS */
-	if (k->peek != NULL && (r = k->peek(s, cpu, arg)) != RSK_TRY_DONE)
+	if (k->peek != NULL && (r = k->peek(s, cpu, arg)) != RSK_OK)
 		return rsk_percpu_final_error_(r);
 	err = rsk_gate_close_named_(k->gate(s, cpu), h->mode, cpu, k->name, s);
 	if (err != 0)
 		return err;
 	r = k->locked(s, cpu, arg);
 	rsk_gate_open(k->gate(s, cpu));
-	return r == RSK_TRY_DONE ? 0 : rsk_percpu_final_error_(r);
+	return r == RSK_OK ? 0 : rsk_percpu_final_error_(r);
 }

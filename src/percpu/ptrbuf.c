@@ -47,7 +47,7 @@ struct ptrbuf_op {
 	void **out;  /* pop */
 };
 
-static enum rsk_try ptrbuf_attempt(void *s, void *arg, int *idx)
+static enum rsk_result ptrbuf_attempt(void *s, void *arg, int *idx)
 {
 	struct ptrbuf_op *o = arg;
 
@@ -57,7 +57,7 @@ static enum rsk_try ptrbuf_attempt(void *s, void *arg, int *idx)
 }
 
 /* Plain code: with the gate closed and the CPU fenced, the part is ours. */
-static enum rsk_try ptrbuf_locked(void *s, int idx, void *arg)
+static enum rsk_result ptrbuf_locked(void *s, int idx, void *arg)
 {
 	struct rsk_ptrbuf *b = s;
 	struct rsk_ptrbuf_part *p = rsk_ptrbuf_part_(b, idx);
@@ -66,20 +66,20 @@ static enum rsk_try ptrbuf_locked(void *s, int idx, void *arg)
 
 	if (o->op == RSK_PTRBUF_PUSH_) {
 		if (count >= b->capacity)
-			return RSK_TRY_FULL;
+			return RSK_FULL;
 		/* Atomic (relaxed) where fast paths read in C: the owner of
 		 * the part may be reading it speculatively, its section then
 		 * failing on the closed gate. */
 		__atomic_store_n(&p->slot[count], (intptr_t)o->ptr, __ATOMIC_RELAXED);
 		/* Release: the object is published with the slot. */
 		__atomic_store_n(&p->count, count + 1, __ATOMIC_RELEASE);
-		return RSK_TRY_DONE;
+		return RSK_OK;
 	}
 	if (count == 0)
-		return RSK_TRY_EMPTY;
+		return RSK_EMPTY;
 	*o->out = (void *)p->slot[count - 1];
 	__atomic_store_n(&p->count, count - 1, __ATOMIC_RELAXED);
-	return RSK_TRY_DONE;
+	return RSK_OK;
 }
 
 static intptr_t *ptrbuf_gate(void *s, int idx)
@@ -88,15 +88,15 @@ static intptr_t *ptrbuf_gate(void *s, int idx)
 }
 
 /* Another CPU's part that is empty (pop) or full (push) at a look. */
-static enum rsk_try ptrbuf_peek(const void *s, int idx, const void *arg)
+static enum rsk_result ptrbuf_peek(const void *s, int idx, const void *arg)
 {
 	const struct rsk_ptrbuf *b = s;
 	const struct ptrbuf_op *o = arg;
 	intptr_t count = __atomic_load_n(&rsk_ptrbuf_part_(b, idx)->count, __ATOMIC_RELAXED);
 
 	if (o->op == RSK_PTRBUF_PUSH_)
-		return count >= b->capacity ? RSK_TRY_FULL : RSK_TRY_DONE;
-	return count == 0 ? RSK_TRY_EMPTY : RSK_TRY_DONE;
+		return count >= b->capacity ? RSK_FULL : RSK_OK;
+	return count == 0 ? RSK_EMPTY : RSK_OK;
 }
 
 static const struct rsk_percpu_kind ptrbuf_kind = {
@@ -108,14 +108,14 @@ static const struct rsk_percpu_kind ptrbuf_kind = {
 };
 
 RSK_EXPORT int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr,
-				void **out, enum rsk_try first)
+				void **out, enum rsk_result first)
 {
 	struct ptrbuf_op o = { op, ptr, out };
 	int ret = rsk_percpu_slow(b, &ptrbuf_kind, &o, first);
 
 	if (ret < 0 && out != NULL)
 		*out = NULL;
-	return ret;
+	return ret < 0 ? ret : 0; /* the framework's part index: 0 */
 }
 
 RSK_EXPORT int rsk_ptrbuf_pop_cpu(struct rsk_ptrbuf *b, int cpu, void **out)

@@ -4,6 +4,8 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 #include "internal.h"
 
 RSK_PERCPU_GUARDED_(struct rsk_spinlock);
@@ -31,7 +33,7 @@ RSK_EXPORT int rsk_spinlock_destroy(struct rsk_spinlock *l)
 	return l == NULL ? -EINVAL : rsk_percpu_destroy(l, spinlock_size(l->nr));
 }
 
-static enum rsk_try spinlock_attempt(void *s, void *arg, int *idx)
+static enum rsk_result spinlock_attempt(void *s, void *arg, int *idx)
 {
 	(void)arg;
 	return rsk_spinlock_try_(s, idx, rsk_area_offset_());
@@ -43,16 +45,16 @@ static enum rsk_try spinlock_attempt(void *s, void *arg, int *idx)
  * code.  A
  * held lock is waited for with the gate open (its holder unlocks with a
  * plain store from anywhere, and other threads must keep going). */
-static enum rsk_try spinlock_locked(void *s, int idx, void *arg)
+static enum rsk_result spinlock_locked(void *s, int idx, void *arg)
 {
 	struct rsk_spinlock_part *p = &((struct rsk_spinlock *)s)->part[idx];
 
 	(void)arg;
 	/* Acquire: pairs with the last holder's releasing unlock. */
 	if (__atomic_load_n(&p->locked, __ATOMIC_ACQUIRE) != 0)
-		return RSK_TRY_CHANGED;
+		return RSK_CMPFAIL;
 	__atomic_store_n(&p->locked, 1, __ATOMIC_RELAXED);
-	return RSK_TRY_DONE;
+	return RSK_OK;
 }
 
 static intptr_t *spinlock_gate(void *s, int idx)
@@ -96,11 +98,11 @@ static int spinlock_lock_atomic(struct rsk_spinlock *l)
 	return idx;
 }
 
-RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_try first)
+RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_result first)
 {
 	int idx;
 
-	if (first == RSK_TRY_NO_INDEX && l->fast_nr_ == 0 &&
+	if (first == RSK_NO_INDEX && l->fast_nr_ == 0 &&
 	    rsk_percpu_alive_((const struct rsk_percpu_head *)(const void *)l))
 		return spinlock_lock_atomic(l);
 	idx = rsk_percpu_slow(l, &spinlock_kind, NULL, first);
@@ -116,14 +118,16 @@ RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_try first)
  * extension: the holder is in a region (<rseqkit/slice.h>) from before the
  * commit that takes the lock until the unlock, its token kept in the
  * part.  A thread that has to wait for the lock ends the region first (it
- * would only spin longer), and the slow path's lock begins its own.
+ * would only spin longer), and the slow path's lock begins its own.  (Where
+ * the extension is not offered, rsk_slice_begin() returns a token whose
+ * end does nothing: these are then the plain lock and unlock.)
  */
-RSK_EXPORT int rsk_spinlock_lock_slice_(struct rsk_spinlock *l)
+static int lock_sliced(struct rsk_spinlock *l)
 {
 	ptrdiff_t off = rsk_area_offset_();
 	rsk_slice_t slice = rsk_slice_begin();
 	uintptr_t pos;
-	enum rsk_try first;
+	enum rsk_result first;
 	int idx;
 
 	RSK_INJECT_C(7);
@@ -134,21 +138,58 @@ RSK_EXPORT int rsk_spinlock_lock_slice_(struct rsk_spinlock *l)
 	l->part[idx].slice = slice;
 	return idx;
 cmpfail:
-	first = RSK_TRY_CHANGED;
+	first = RSK_CMPFAIL;
 	goto slow;
 noindex:
-	first = RSK_TRY_NO_INDEX;
+	first = RSK_NO_INDEX;
 	goto slow;
 aborted:
-	first = RSK_TRY_ABORTED;
+	first = RSK_ABORTED;
 	goto slow;
 stopped:
-	first = RSK_TRY_STOPPED;
+	first = RSK_STOPPED;
 slow:
 	rsk_slice_end(slice);
 	idx = rsk_spinlock_slow_(l, first);
 	if (idx >= 0)
 		l->part[idx].slice = rsk_slice_begin();
+	return idx;
+}
+
+/*
+ * RSEQKIT_DEBUG=spinlock: each part keeps its holder's thread id (a
+ * system call, no TLS: these also run in signal handlers), so that a
+ * thread that locks again while it holds a lock of the structure gets
+ * -EDEADLK instead of spinning for ever (the lock it would wait for may be
+ * its own), and an unlock by a thread that does not hold the part - a
+ * double unlock included - is reported and refused with -EPERM (storing 0
+ * would release another thread's lock).  Both are reported on stderr,
+ * naming the structure.
+ */
+static intptr_t self_id(void)
+{
+	return (intptr_t)syscall(SYS_gettid);
+}
+
+RSK_EXPORT int rsk_spinlock_lock_slice_(struct rsk_spinlock *l)
+{
+	intptr_t me;
+	int idx;
+
+	if (!(rsk_debug_ & RSK_DEBUG_SPINLOCK_))
+		return lock_sliced(l);
+	if (!rsk_percpu_alive_((const struct rsk_percpu_head *)(const void *)l))
+		return -EINVAL;
+	me = self_id();
+	for (int i = 0; i < l->nr; i++)
+		if (__atomic_load_n(&l->part[i].owner, __ATOMIC_RELAXED) == me) {
+			rsk_report_("spinlock ", l,
+				    ": locked again by the thread that holds it: -EDEADLK");
+			return -EDEADLK;
+		}
+	idx = lock_sliced(l);
+	if (idx >= 0)
+		__atomic_store_n(&l->part[idx].owner, me, __ATOMIC_RELAXED);
 	return idx;
 }
 
@@ -160,6 +201,16 @@ RSK_EXPORT int rsk_spinlock_unlock_slice_(struct rsk_spinlock *l, int cpu)
 	if (l == NULL || (unsigned)cpu >= (unsigned)l->nr)
 		return -EINVAL;
 	p = &l->part[cpu];
+	if (rsk_debug_ & RSK_DEBUG_SPINLOCK_) {
+		if (__atomic_load_n(&p->owner, __ATOMIC_RELAXED) != self_id()) {
+			rsk_report_("spinlock ", l,
+				    __atomic_load_n(&p->locked, __ATOMIC_RELAXED) == 0
+					    ? ": unlocked but not held (a double unlock?): -EPERM"
+					    : ": unlocked by a thread that does not hold it: -EPERM");
+			return -EPERM;
+		}
+		__atomic_store_n(&p->owner, 0, __ATOMIC_RELAXED);
+	}
 	/* Read before the release: the next holder writes it. */
 	slice = (rsk_slice_t)p->slice;
 	__atomic_store_n(&p->locked, 0, __ATOMIC_RELEASE);

@@ -34,7 +34,7 @@ struct stack_op {
 	struct rsk_stack_node **out;  /* pop, pop_all */
 };
 
-static enum rsk_try stack_attempt(void *s, void *arg, int *idx)
+static enum rsk_result stack_attempt(void *s, void *arg, int *idx)
 {
 	struct stack_op *o = arg;
 
@@ -46,7 +46,7 @@ static enum rsk_try stack_attempt(void *s, void *arg, int *idx)
 }
 
 /* Plain code: with the gate closed and the CPU fenced, the part is ours. */
-static enum rsk_try stack_locked(void *s, int idx, void *arg)
+static enum rsk_result stack_locked(void *s, int idx, void *arg)
 {
 	struct rsk_stack_part *p = &((struct rsk_stack *)s)->part[idx];
 	struct stack_op *o = arg;
@@ -57,20 +57,20 @@ static enum rsk_try stack_locked(void *s, int idx, void *arg)
 		o->node->next = head;
 		/* Release, as the fast path's push: the node is published. */
 		__atomic_store_n(&p->head, (intptr_t)o->node, __ATOMIC_RELEASE);
-		return RSK_TRY_DONE;
+		return RSK_OK;
 	case RSK_STACK_POP_:
 		*o->out = head;
 		if (head == NULL)
-			return RSK_TRY_EMPTY;
+			return RSK_EMPTY;
 		/* Relaxed atomic stores: another CPU's peek reads the head. */
 		__atomic_store_n(&p->head, (intptr_t)head->next, __ATOMIC_RELAXED);
-		return RSK_TRY_DONE;
+		return RSK_OK;
 	case RSK_STACK_POP_ALL_:
 		*o->out = head;
 		__atomic_store_n(&p->head, 0, __ATOMIC_RELAXED);
-		return head == NULL ? RSK_TRY_EMPTY : RSK_TRY_DONE;
+		return head == NULL ? RSK_EMPTY : RSK_OK;
 	}
-	return RSK_TRY_EMPTY;
+	return RSK_EMPTY;
 }
 
 static intptr_t *stack_gate(void *s, int idx)
@@ -79,16 +79,16 @@ static intptr_t *stack_gate(void *s, int idx)
 }
 
 /* Another CPU's empty part: nothing to take, no gate needed. */
-static enum rsk_try stack_peek(const void *s, int idx, const void *arg)
+static enum rsk_result stack_peek(const void *s, int idx, const void *arg)
 {
 	const struct stack_op *o = arg;
 
 	if (o->op != RSK_STACK_PUSH_ &&
 	    __atomic_load_n(&((const struct rsk_stack *)s)->part[idx].head, __ATOMIC_RELAXED) == 0) {
 		*o->out = NULL;
-		return RSK_TRY_EMPTY;
+		return RSK_EMPTY;
 	}
-	return RSK_TRY_DONE;
+	return RSK_OK;
 }
 
 static const struct rsk_percpu_kind stack_kind = {
@@ -101,14 +101,14 @@ static const struct rsk_percpu_kind stack_kind = {
 
 RSK_EXPORT int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op,
 			       struct rsk_stack_node *node, struct rsk_stack_node **out,
-			       enum rsk_try first)
+			       enum rsk_result first)
 {
 	struct stack_op o = { op, node, out };
 	int ret = rsk_percpu_slow(s, &stack_kind, &o, first);
 
 	if (ret < 0 && out != NULL)
 		*out = NULL;
-	return ret;
+	return ret < 0 ? ret : 0; /* the framework's part index: 0 */
 }
 
 RSK_EXPORT int rsk_stack_pop_all_cpu(struct rsk_stack *s, int cpu, struct rsk_stack_node **out)

@@ -2,7 +2,7 @@
 /*
  * The progress protocol's gates: the gate word, holder slots, waiting,
  * fork() handling and each thread's statistics (fence.c has the fences,
- * stats.c the process totals, msg.h the messages).  See
+ * stats.c the process totals, msg.h and msg.c the messages).  See
  * <rseqkit/progress.h> for the protocol and why it is safe.
  *
  * Gates.  A closed gate holds its holder's kernel thread id (cached in

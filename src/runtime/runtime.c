@@ -326,6 +326,35 @@ int rsk_env_bool_(const char *name, int dflt)
 	return dflt;
 }
 
+unsigned rsk_debug_;
+
+/* RSEQKIT_DEBUG: a comma list of pool, spinlock, all; an unknown item is
+ * warned about and ignored. */
+static unsigned env_debug(void)
+{
+	const char *v = getenv("RSEQKIT_DEBUG"), *p = v;
+	unsigned flags = 0;
+	int unknown = 0;
+
+	for (; p != NULL && *p != '\0'; p += *p == ',') {
+		size_t n = strcspn(p, ",");
+
+		if (n == 3 && strncmp(p, "all", 3) == 0)
+			flags |= RSK_DEBUG_POOL_ | RSK_DEBUG_SPINLOCK_;
+		else if (n == 4 && strncmp(p, "pool", 4) == 0)
+			flags |= RSK_DEBUG_POOL_;
+		else if (n == 8 && strncmp(p, "spinlock", 8) == 0)
+			flags |= RSK_DEBUG_SPINLOCK_;
+		else if (n != 0)
+			unknown = 1;
+		p += n;
+	}
+	if (unknown)
+		warn_env("RSEQKIT_DEBUG", v, "expected a comma list of pool, spinlock, all; "
+					      "unknown items ignored");
+	return flags;
+}
+
 /* A decimal number in [lo, hi]; otherwise `dflt`, with a warning. */
 static long env_number(const char *name, long lo, long hi, long dflt)
 {
@@ -563,6 +592,9 @@ void rsk_init_once(void)
 				(p->owner == RSK_OWNER_LIBC || p->own_area);
 	/* RSEQKIT_NO_SLICE=1: the user's word (and slice-bench's row without). */
 	rsk_fast.slice_ok = !rsk_env_bool_("RSEQKIT_NO_SLICE", 0) && rsk_slice_offered_(p);
+	rsk_debug_ = env_debug();
+	/* The inline spinlock's one test: the slice region, or the checks. */
+	rsk_fast.lock_slow = rsk_fast.slice_ok || (rsk_debug_ & RSK_DEBUG_SPINLOCK_) != 0;
 	__atomic_store_n(&rsk_fast.area_offset, p->owner != RSK_OWNER_NONE ? offset : 0,
 			 __ATOMIC_RELEASE);
 	__atomic_store_n(&p->initialised, 1, __ATOMIC_RELEASE);

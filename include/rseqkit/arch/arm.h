@@ -119,14 +119,14 @@
  * through to the join at 12; the other results are set by stubs in
  * __rseq_failure, next to the abort handler and off the fast path, that
  * branch back to 12:
- *   10: compare failed (1)   11: gate closed (2)   4: abort_ip (-1)
+ *   10: compare failed (1)   11: gate closed (3)   4: abort_ip (2)
  * The exit-point pairs name 10 and 11, where control leaves the section.
  * RSK_ARM_END(stubs) follows label 2; stubs is RSK_ARM_CMPFAIL_STUB for
  * the operations that compare, "" for the others.
  */
 #define RSK_ARM_END(stubs)                                                     \
 	"mov %[tmp], #0\n"                                                     \
-	"12:\n\t" RSK_ASM_FAILURE_ENTRY "mvn %[tmp], #0\n\t"                   \
+	"12:\n\t" RSK_ASM_FAILURE_ENTRY "mov %[tmp], #2\n\t"                   \
 	"b 12b\n" stubs RSK_ARM_GATE_STUB ".popsection\n\t"
 #define RSK_ARM_CMPFAIL_STUB                                                   \
 	"10:\n\t"                                                              \
@@ -183,7 +183,7 @@
 		  "dmb ish\n\t")
 #define RSK_ARM_GATE_STUB                                                      \
 	RSK_GATED("11:\n\t"                                                    \
-		  "mov %[tmp], #2\n\t"                                         \
+		  "mov %[tmp], #3\n\t"                                         \
 		  "b 12b\n")
 
 /* The commit store: after a full barrier in the _release twins (ARMv7 has

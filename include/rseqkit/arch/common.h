@@ -155,17 +155,17 @@
 
 /*
  * The results of an operation (the contract in <rseqkit/arch.h>): 0
- * committed, 1 a compare failed, -1 aborted or the index moved, 2 the gate
+ * committed, 1 a compare failed, 2 aborted or the index moved, 3 the gate
  * was closed.  `stopped` is a label of every section, or (x86-64:
  * RSK_ARCH_STOP_ONLY_GATED) of the gated twins' only: a plain section then
  * has one exit fewer for the compiler to lay out.
  */
 #ifdef RSK_ARCH_STOP_ONLY_GATED
 #define RSK_ARCH_STOP_LABEL  RSK_GATED(, stopped)
-#define RSK_ARCH_STOP_RETURN RSK_GATED(stopped : return 2;)
+#define RSK_ARCH_STOP_RETURN RSK_GATED(stopped : return 3;)
 #else
 #define RSK_ARCH_STOP_LABEL  , stopped
-#define RSK_ARCH_STOP_RETURN stopped : return 2;
+#define RSK_ARCH_STOP_RETURN stopped : return 3;
 #endif
 
 /*
@@ -206,7 +206,7 @@
 	RSK_ARCH_RETURN_EXITS
 #define RSK_ARCH_RETURN_EXITS                                                  \
 	aborted:                                                               \
-	return -1;                                                             \
+	return 2;                                                              \
 	RSK_ARCH_STOP_RETURN
 #endif
 
