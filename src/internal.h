@@ -164,9 +164,9 @@ static inline int rsk_percpu_give_up(unsigned *aborts)
  * RSK_CMPFAIL (the part changed under it; also what a caller passes when
  * it made no attempt yet), and after RSK_ABORTED until the abort limit.
  * RSK_STOPPED (or the limit) sends the operation to the gate.  The
- * attempts (rsk_<name>_try_*_()) return those results, or a final
- * negative errno (< RSK_ABORTED: -ENOSPC, -ENOENT) that ends the
- * operation.
+ * attempts (rsk_<name>_try_*_()) return those results, another code of
+ * enum rsk_result (RSK_NO_INDEX, RSK_EMPTY, ...) that is not retried, or
+ * a negative errno (-ENOSPC, -ENOENT) that ends the operation.
  */
 static inline int rsk_percpu_again(int ret, unsigned *aborts)
 {

@@ -713,8 +713,9 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero);
 
 /*
  * One attempt of the fast paths on class c's cache of the caller's index:
- * RSK_OK, or what percpu.h's attempts return (RSK_STOPPED also when the
- * thread cannot run a section here and when the cache is empty or full).
+ * RSK_OK; RSK_NO_INDEX when the thread cannot run a section here;
+ * RSK_EMPTY or RSK_FULL; or the section's own RSK_CMPFAIL, RSK_ABORTED or
+ * RSK_STOPPED (the cache's gate is closed).
  * The pop compares the slot it read as well as the count (another thread
  * on the CPU may have popped and pushed in between); the push commits with
  * release, so that whoever pops the object sees what its owner wrote.
@@ -728,13 +729,13 @@ ALWAYS_INLINE int cache_try_pop(unsigned c, intptr_t *obj)
 
 	if (UNLIKELY(!rsk_percpu_enter_(rsk_area_offset_(), ioff,
 					__atomic_load_n(&fast_nr, __ATOMIC_ACQUIRE), &area, &i)))
-		return RSK_STOPPED;
+		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
 	pt = part_of(i, c);
 	lim = __atomic_load_n(&hdr_of(i)->lim[c], __ATOMIC_RELAXED);
 	count = __atomic_load_n(&pt->count, __ATOMIC_RELAXED);
 	if (UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)lim))
-		return RSK_STOPPED; /* empty (or above a capacity that shrank): refill */
+		return RSK_EMPTY; /* (or above a capacity that shrank): refill */
 	RSK_INJECT_C(8);
 	*obj = __atomic_load_n(&pt->slot[count - 1], __ATOMIC_RELAXED);
 	RSK_INJECT_C(9);
@@ -751,13 +752,13 @@ ALWAYS_INLINE int cache_try_push(unsigned c, void *obj)
 
 	if (UNLIKELY(!rsk_percpu_enter_(rsk_area_offset_(), ioff,
 					__atomic_load_n(&fast_nr, __ATOMIC_ACQUIRE), &area, &i)))
-		return RSK_STOPPED;
+		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
 	pt = part_of(i, c);
 	lim = __atomic_load_n(&hdr_of(i)->lim[c], __ATOMIC_RELAXED);
 	count = __atomic_load_n(&pt->count, __ATOMIC_RELAXED);
 	if (UNLIKELY((uintptr_t)count >= (uintptr_t)lim))
-		return RSK_STOPPED; /* full: flush */
+		return RSK_FULL; /* flush */
 	RSK_INJECT_C(8);
 	return (int)RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &pt->gate, &pt->count,
 				   count, &pt->slot[count], (intptr_t)obj, count + 1);
@@ -766,6 +767,15 @@ ALWAYS_INLINE int cache_try_push(unsigned c, void *obj)
 /* Class c's object, the slow way: the pool made on first use, check mode,
  * a refill.  n and align are what was asked (align 16 for malloc): check
  * mode takes a class with room for its canary. */
+/* What the pool's slow path is told after malloc's own retries: why the
+ * last attempt failed, or, where it would retry (a changed count, an
+ * abort past the limit), that the cache was empty or full: the pool's own
+ * attempts would not know the capacity. */
+static enum rsk_result settled(int ret, enum rsk_result instead)
+{
+	return ret == RSK_CMPFAIL || ret == RSK_ABORTED ? instead : (enum rsk_result)ret;
+}
+
 static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
 {
 	struct rsk_pool *p;
@@ -810,7 +820,7 @@ static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
 	maybe_release();
 	/* The retries are done: the pool's slow path goes to its gate or
 	 * refills (its own attempts would not know the capacity). */
-	obj = rsk_pool_alloc_slow_(p, RSK_STOPPED);
+	obj = rsk_pool_alloc_slow_(p, settled(ret, RSK_EMPTY));
 	if (obj == NULL && errno != ENOMEM)
 		errno = ENOMEM;
 	return obj;
@@ -1027,7 +1037,7 @@ static NOINLINE void free_small_slow(void *p, unsigned c, int ret)
 	/* Room now if the capacity grew. */
 	if (cache_try_push(c, p) == RSK_OK)
 		return;
-	rsk_pool_free_slow_(pl, p, RSK_STOPPED);
+	rsk_pool_free_slow_(pl, p, settled(ret, RSK_FULL));
 }
 
 /* free() of a pointer whose entry is not a small object. */
