@@ -9,6 +9,8 @@
  *   - random sizes (16 B to 300 KiB), lifetimes and reallocs on each of
  *     THREADS threads (64 by default: more than the CPUs);
  *   - thread churn: short-lived threads that allocate, hand over, exit;
+ *   - large blocks (260 KiB to 1.3 MiB) on up to 8 threads, through the
+ *     large-block cache;
  *   - fork() while the others allocate: the child checks blocks it
  *     inherited, allocates and frees, and exits;
  * then: every block freed and the caches drained, the bytes in use are
@@ -318,6 +320,34 @@ static void *forker(void *arg)
 	return NULL;
 }
 
+/* Large blocks only (above the small classes, 260 KiB to 1.3 MiB: the
+ * large-block cache's sizes), each thread keeping a few and freeing them
+ * in random order, so that the threads take each other's freed blocks
+ * out of the cache at once. */
+static void *large_worker(void *arg)
+{
+	uint64_t s = (uintptr_t)arg * 0x9e3779b97f4a7c15ull + 7;
+	void *keep[4] = { 0 };
+	size_t len[4] = { 0 };
+
+	for (long i = 0; i < iters / 10; i++) {
+		int k = (int)(rnd(&s) % 4);
+
+		if (keep[k] != NULL) {
+			check(keep[k], len[k]);
+			free(keep[k]);
+		}
+		len[k] = (260 << 10) + rnd(&s) % (1 << 20);
+		keep[k] = make(len[k]);
+	}
+	for (int k = 0; k < 4; k++)
+		if (keep[k] != NULL) {
+			check(keep[k], len[k]);
+			free(keep[k]);
+		}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	struct rsk_malloc_stats st0, st1;
@@ -335,7 +365,7 @@ int main(int argc, char **argv)
 			return 2;
 	}
 	alarm(240);
-	tap_plan(5);
+	tap_plan(6);
 	malloc_trim(0);
 	rsk_malloc_stats(&st0, -1);
 	t = calloc((size_t)nthreads, sizeof(*t));
@@ -367,6 +397,17 @@ int main(int argc, char **argv)
 			;
 		tap_ok(errors == before, "thread churn: 20 waves of %d short-lived threads (%ld errors)",
 		       nthreads, errors - before);
+	}
+	/* large blocks, on at most 8 threads (each maps up to 5 MiB) */
+	{
+		long before = errors;
+		int n = nthreads < 8 ? nthreads : 8;
+		for (int i = 0; i < n; i++)
+			pthread_create(&t[i], NULL, large_worker, (void *)(uintptr_t)(i + 1));
+		for (int i = 0; i < n; i++)
+			pthread_join(t[i], NULL);
+		tap_ok(errors == before, "large blocks: %d threads x %ld blocks of 260 KiB to 1.3 MiB (%ld errors)",
+		       n, iters / 10, errors - before);
 	}
 	free(t);
 	tap_ok(handed == taken, "every handed-over block freed (%ld of %ld)", taken, handed);

@@ -656,15 +656,20 @@ static int release_free(int drain)
  * slabs go back to the system.  The bound on how long a free slab stays
  * mapped is one second after the next such event; malloc_trim() releases
  * at once. */
-static void maybe_release(void)
+static void maybe_release_at(long t)
 {
-	long t = now_ns(), last = __atomic_load_n(&last_release_ns, __ATOMIC_RELAXED);
+	long last = __atomic_load_n(&last_release_ns, __ATOMIC_RELAXED);
 
 	if (t - last < RELEASE_INTERVAL_NS ||
 	    !__atomic_compare_exchange_n(&last_release_ns, &last, t, 0, __ATOMIC_RELAXED,
 					 __ATOMIC_RELAXED))
 		return;
 	release_free(0);
+}
+
+static void maybe_release(void)
+{
+	maybe_release_at(now_ns());
 }
 
 /* ---- check mode (RSEQKIT_MALLOC_CHECK=1) ----
@@ -846,94 +851,111 @@ ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
  * a munmap and the page faults each time.  A block cached for a second or
  * more is unmapped at the next release (maybe_release), every one at
  * malloc_trim(), and all of them before an mmap that failed is retried.
+ *
+ * The cache takes no lock: each slot is one word, the block's address
+ * (page-aligned) with its length in pages, less one, in the low 12 bits.
+ * A block is taken by a compare-and-swap of that word to 0 and put by one
+ * from 0, so a taker that wins owns the block, and a word that was taken
+ * and put back meanwhile names the same block of the same length.  Two
+ * threads freeing and allocating large blocks on two CPUs meet on these
+ * few cache lines only, never on a lock a preempted holder keeps.  A slot's
+ * time is a hint: a race can make a block look older, which only unmaps
+ * it sooner.
  */
 #define LC_N	     16
-#define LC_MAX_BLOCK ((size_t)32 << 20)
+#define LC_MAX_BLOCK (PAGE << 12) /* 16 MiB: the length fits the low bits */
 #define LC_MAX_BYTES ((size_t)64 << 20)
 
 static struct {
-	intptr_t lock; /* rsk_lock_take_ */
-	size_t bytes;
-	struct {
-		char *p;
-		size_t len; /* 0: empty */
-		long when;
-	} e[LC_N];
-} lc;
+	size_t bytes;		  /* atomic: the bytes of the cached blocks */
+	uintptr_t slot[LC_N];	  /* atomic: address | (pages - 1), or 0 */
+	long when[LC_N];	  /* atomic: when the slot was last filled */
+} lc __attribute__((aligned(64)));
 
-static int lc_lock(void)
+static size_t lc_len(uintptr_t w)
 {
-	int err = rsk_lock_take_(&lc.lock, "malloc large cache", &lc);
-
-	return err == 0 || err == -EOWNERDEAD;
+	return ((w & (PAGE - 1)) + 1) << PAGE_SHIFT;
 }
 
 /* A cached block of at least len bytes (and at most 5/4 of it); its
  * length in *got.  NULL: none. */
 static char *lc_take(size_t len, size_t *got)
 {
-	int best = -1;
-	char *p = NULL;
-
-	if (__atomic_load_n(&lc.bytes, __ATOMIC_RELAXED) == 0 || !lc_lock())
+	if (__atomic_load_n(&lc.bytes, __ATOMIC_RELAXED) == 0)
 		return NULL;
-	for (int i = 0; i < LC_N; i++)
-		if (lc.e[i].len >= len && lc.e[i].len - len <= len / 4 &&
-		    (best < 0 || lc.e[i].len < lc.e[best].len))
-			best = i;
-	if (best >= 0) {
-		p = lc.e[best].p;
-		*got = lc.e[best].len;
-		lc.e[best].len = 0;
-		__atomic_store_n(&lc.bytes, lc.bytes - *got, __ATOMIC_RELAXED);
+	/* A few tries: one lost only to another thread's take or put. */
+	for (int tries = 0; tries < 4; tries++) {
+		int best = -1;
+		uintptr_t bw = 0;
+
+		for (int i = 0; i < LC_N; i++) {
+			uintptr_t w = __atomic_load_n(&lc.slot[i], __ATOMIC_RELAXED);
+			size_t l = lc_len(w);
+
+			if (w != 0 && l >= len && l - len <= len / 4 && (best < 0 || l < lc_len(bw))) {
+				best = i;
+				bw = w;
+			}
+		}
+		if (best < 0)
+			return NULL;
+		/* Acquire: the block's pages as its last owner left them. */
+		if (__atomic_compare_exchange_n(&lc.slot[best], &bw, 0, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED)) {
+			*got = lc_len(bw);
+			__atomic_sub_fetch(&lc.bytes, *got, __ATOMIC_RELAXED);
+			return (char *)(bw & ~(uintptr_t)(PAGE - 1));
+		}
+		/* Another thread took (or replaced) that one: look again. */
 	}
-	rsk_lock_drop_(&lc.lock);
-	return p;
+	return NULL;
 }
 
 /* Keep a freed block; 0 if it does not fit (the caller unmaps it). */
 static int lc_put(char *p, size_t len, long now)
 {
-	int ok = 0;
+	uintptr_t w = (uintptr_t)p | ((len >> PAGE_SHIFT) - 1);
 
-	if (len > LC_MAX_BLOCK || !lc_lock())
+	if (len > LC_MAX_BLOCK)
 		return 0;
-	if (lc.bytes + len <= LC_MAX_BYTES)
-		for (int i = 0; i < LC_N; i++)
-			if (lc.e[i].len == 0) {
-				lc.e[i].p = p;
-				lc.e[i].len = len;
-				lc.e[i].when = now;
-				__atomic_store_n(&lc.bytes, lc.bytes + len, __ATOMIC_RELAXED);
-				ok = 1;
-				break;
-			}
-	rsk_lock_drop_(&lc.lock);
-	return ok;
+	if (__atomic_add_fetch(&lc.bytes, len, __ATOMIC_RELAXED) > LC_MAX_BYTES) {
+		__atomic_sub_fetch(&lc.bytes, len, __ATOMIC_RELAXED);
+		return 0;
+	}
+	for (int i = 0; i < LC_N; i++) {
+		uintptr_t empty = 0;
+
+		if (__atomic_load_n(&lc.slot[i], __ATOMIC_RELAXED) != 0)
+			continue;
+		__atomic_store_n(&lc.when[i], now, __ATOMIC_RELAXED);
+		/* Release: whoever takes it sees the block as we left it. */
+		if (__atomic_compare_exchange_n(&lc.slot[i], &empty, w, 0, __ATOMIC_RELEASE,
+						__ATOMIC_RELAXED))
+			return 1;
+	}
+	__atomic_sub_fetch(&lc.bytes, len, __ATOMIC_RELAXED);
+	return 0;
 }
 
 /* Unmap the cached blocks kept since before `older` (all: LONG_MAX);
  * returns how many. */
 static int lc_flush(long older)
 {
-	struct {
-		char *p;
-		size_t len;
-	} gone[LC_N];
 	int n = 0;
 
-	if (__atomic_load_n(&lc.bytes, __ATOMIC_RELAXED) == 0 || !lc_lock())
+	if (__atomic_load_n(&lc.bytes, __ATOMIC_RELAXED) == 0)
 		return 0;
-	for (int i = 0; i < LC_N; i++)
-		if (lc.e[i].len != 0 && lc.e[i].when < older) {
-			gone[n].p = lc.e[i].p;
-			gone[n++].len = lc.e[i].len;
-			__atomic_store_n(&lc.bytes, lc.bytes - lc.e[i].len, __ATOMIC_RELAXED);
-			lc.e[i].len = 0;
-		}
-	rsk_lock_drop_(&lc.lock);
-	for (int i = 0; i < n; i++)
-		munmap(gone[i].p, gone[i].len);
+	for (int i = 0; i < LC_N; i++) {
+		uintptr_t w = __atomic_load_n(&lc.slot[i], __ATOMIC_ACQUIRE);
+
+		if (w == 0 || __atomic_load_n(&lc.when[i], __ATOMIC_RELAXED) >= older ||
+		    !__atomic_compare_exchange_n(&lc.slot[i], &w, 0, 0, __ATOMIC_ACQUIRE,
+						 __ATOMIC_RELAXED))
+			continue;
+		__atomic_sub_fetch(&lc.bytes, lc_len(w), __ATOMIC_RELAXED);
+		munmap((void *)(w & ~(uintptr_t)(PAGE - 1)), lc_len(w));
+		n++;
+	}
 	return n;
 }
 
@@ -993,15 +1015,17 @@ nomem:
 static void large_free(void *p, uintptr_t e)
 {
 	size_t len = (size_t)(e >> 2) << PAGE_SHIFT;
+	long t;
 
 	if (((uintptr_t)p & (PAGE - 1)) != 0)
 		bad_pointer("free of a pointer never returned by malloc (inside a large block):", p);
 	pm_set(p, PAGE, 0, 1);
 	__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
-	if (!lc_put(p, len, now_ns()))
+	t = now_ns(); /* one clock read for the cache and the release */
+	if (!lc_put(p, len, t))
 		munmap(p, len);
-	maybe_release();
+	maybe_release_at(t);
 }
 
 /* ---- the functions ---- */
