@@ -54,6 +54,13 @@ struct churn {
 	long bad, failed;
 };
 
+/* The word a churn thread writes in its objects in round r: its id in
+ * the upper half, r in the lower (half a word each on 32-bit targets). */
+static uintptr_t churn_word(int id, int r)
+{
+	return (uintptr_t)id << (sizeof(uintptr_t) * 4) | (uintptr_t)r;
+}
+
 static void *churn_thread(void *arg)
 {
 	struct churn *c = arg;
@@ -70,13 +77,13 @@ static void *churn_thread(void *arg)
 				break;
 			}
 			for (int w = 0; w < OBJ_SIZE / (int)sizeof(uintptr_t); w++)
-				held[i][w] = (uintptr_t)c->id << 32 | (uintptr_t)r;
+				held[i][w] = churn_word(c->id, r);
 		}
 		if (r % 7 == 0)
 			sched_yield();
 		for (int i = 0; i < n; i++) {
 			for (int w = 0; w < OBJ_SIZE / (int)sizeof(uintptr_t); w++)
-				c->bad += held[i][w] != ((uintptr_t)c->id << 32 | (uintptr_t)r);
+				c->bad += held[i][w] != churn_word(c->id, r);
 			rsk_pool_free(c->p, held[i]);
 		}
 	}
