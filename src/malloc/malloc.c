@@ -207,7 +207,7 @@ static intptr_t pools_lock;		   /* making a pool (rsk_lock_take_) */
 static enum rsk_index_mode index_mode = RSK_INDEX_CPU;
 static int check_mode, stats_at_exit, stats_fd = 2;
 static size_t large_blocks, large_bytes; /* atomic */
-static long last_release_ns;		 /* atomic: the last timed release */
+static unsigned long last_release_ms;	 /* atomic: the last timed release */
 
 /* ---- the per-CPU caches ----
  *
@@ -617,23 +617,26 @@ static NOINLINE struct rsk_pool *make_pool(unsigned c)
 
 /* ---- release of free memory ---- */
 
-static long now_ns(void)
+/* Milliseconds of a monotonic clock, modulo the width of a long: only
+ * differences are used, in unsigned arithmetic, so they are right across
+ * the wrap (every 49 days with a 32-bit long). */
+static unsigned long now_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+	return (unsigned long)ts.tv_sec * 1000ul + (unsigned long)ts.tv_nsec / 1000000ul;
 }
 
-#define RELEASE_INTERVAL_NS 1000000000L
+#define RELEASE_INTERVAL_MS 1000ul
 
 /* Give every slab whose objects are all back in its class's depot to the
  * system; drain: first move the per-CPU caches' objects there. */
-static int lc_flush(long older);
+static int lc_flush(int all, unsigned long now);
 
 static int release_free(int drain)
 {
-	int n = lc_flush(drain ? LONG_MAX : now_ns() - RELEASE_INTERVAL_NS);
+	int n = lc_flush(drain, now_ms());
 
 	cache_shrink(drain);
 
@@ -656,12 +659,12 @@ static int release_free(int drain)
  * slabs go back to the system.  The bound on how long a free slab stays
  * mapped is one second after the next such event; malloc_trim() releases
  * at once. */
-static void maybe_release_at(long t)
+static void maybe_release_at(unsigned long t)
 {
-	long last = __atomic_load_n(&last_release_ns, __ATOMIC_RELAXED);
+	unsigned long last = __atomic_load_n(&last_release_ms, __ATOMIC_RELAXED);
 
-	if (t - last < RELEASE_INTERVAL_NS ||
-	    !__atomic_compare_exchange_n(&last_release_ns, &last, t, 0, __ATOMIC_RELAXED,
+	if (t - last < RELEASE_INTERVAL_MS ||
+	    !__atomic_compare_exchange_n(&last_release_ms, &last, t, 0, __ATOMIC_RELAXED,
 					 __ATOMIC_RELAXED))
 		return;
 	release_free(0);
@@ -669,7 +672,7 @@ static void maybe_release_at(long t)
 
 static void maybe_release(void)
 {
-	maybe_release_at(now_ns());
+	maybe_release_at(now_ms());
 }
 
 /* ---- check mode (RSEQKIT_MALLOC_CHECK=1) ----
@@ -869,7 +872,7 @@ ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
 static struct {
 	size_t bytes;		  /* atomic: the bytes of the cached blocks */
 	uintptr_t slot[LC_N];	  /* atomic: address | (pages - 1), or 0 */
-	long when[LC_N];	  /* atomic: when the slot was last filled */
+	unsigned long when[LC_N]; /* atomic: when the slot was last filled (now_ms) */
 } lc __attribute__((aligned(64)));
 
 static size_t lc_len(uintptr_t w)
@@ -912,7 +915,7 @@ static char *lc_take(size_t len, size_t *got)
 }
 
 /* Keep a freed block; 0 if it does not fit (the caller unmaps it). */
-static int lc_put(char *p, size_t len, long now)
+static int lc_put(char *p, size_t len, unsigned long now)
 {
 	uintptr_t w = (uintptr_t)p | ((len >> PAGE_SHIFT) - 1);
 
@@ -937,9 +940,9 @@ static int lc_put(char *p, size_t len, long now)
 	return 0;
 }
 
-/* Unmap the cached blocks kept since before `older` (all: LONG_MAX);
- * returns how many. */
-static int lc_flush(long older)
+/* Unmap the cached blocks kept for the release interval or more at `now`
+ * (all of them: all); returns how many. */
+static int lc_flush(int all, unsigned long now)
 {
 	int n = 0;
 
@@ -948,7 +951,8 @@ static int lc_flush(long older)
 	for (int i = 0; i < LC_N; i++) {
 		uintptr_t w = __atomic_load_n(&lc.slot[i], __ATOMIC_ACQUIRE);
 
-		if (w == 0 || __atomic_load_n(&lc.when[i], __ATOMIC_RELAXED) >= older ||
+		if (w == 0 ||
+		    (!all && now - __atomic_load_n(&lc.when[i], __ATOMIC_RELAXED) < RELEASE_INTERVAL_MS) ||
 		    !__atomic_compare_exchange_n(&lc.slot[i], &w, 0, 0, __ATOMIC_ACQUIRE,
 						 __ATOMIC_RELAXED))
 			continue;
@@ -988,7 +992,7 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
 		m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m != MAP_FAILED)
 			break;
-		if (retried++ || lc_flush(LONG_MAX) == 0)
+		if (retried++ || lc_flush(1, 0) == 0)
 			goto nomem;
 	}
 	p = m;
@@ -1015,14 +1019,14 @@ nomem:
 static void large_free(void *p, uintptr_t e)
 {
 	size_t len = (size_t)(e >> 2) << PAGE_SHIFT;
-	long t;
+	unsigned long t;
 
 	if (((uintptr_t)p & (PAGE - 1)) != 0)
 		bad_pointer("free of a pointer never returned by malloc (inside a large block):", p);
 	pm_set(p, PAGE, 0, 1);
 	__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
-	t = now_ns(); /* one clock read for the cache and the release */
+	t = now_ms(); /* one clock read for the cache and the release */
 	if (!lc_put(p, len, t))
 		munmap(p, len);
 	maybe_release_at(t);
