@@ -115,9 +115,17 @@ native_run() {
 		while read -r label prog args; do
 			case $label in '' | '#'*) continue ;; esac
 			echo "@@rsk begin $label"
+			# NAME=VALUE words before the program are its environment
+			# (as init.c reads them).
+			vars=
+			while case $prog in *=*) true ;; *) false ;; esac; do
+				vars="$vars $prog"
+				prog=${args%% *}
+				case $args in *" "*) args=${args#* } ;; *) args= ;; esac
+			done
 			n0=$(date +%s.%N)
-			# shellcheck disable=SC2086 # args is a word list
-			timeout 300 "$2/${prog#/bin/}" $args </dev/null 2>&1
+			# shellcheck disable=SC2086 # vars and args are word lists
+			timeout 300 env $vars "$2/${prog#/bin/}" $args </dev/null 2>&1
 			rc=$?
 			n1=$(date +%s.%N)
 			if [ $rc = 124 ]; then st=timeout; else st=exit=$rc; fi
