@@ -334,11 +334,11 @@ rsk_pcounter_try_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v, enum rsk_ind
 /* The section reads the index itself (no bound check, no sign test, no
  * mode branch): the arch's stride operation.  An unregistered thread's
  * index (-1, -2) selects a guard stride below the pool's gates, whose gate
- * word is never 0 (src/alloc/percpu_memory.c, "Guard strides"), so the section leaves
- * through `stopped` and the slow path sees the thread has no index.
- * Against the generic form below (mempool-bench, 1 pinned thread) it
- * brings rsk_pcounter_add to rsk_counter_add's cost with gcc 12 (0.98x,
- * against 1.24x) and closer with clang 14 (1.18x, against 1.75x). */
+ * word is never 0 (src/alloc/percpu_memory.c, "Guard strides"), so the
+ * section leaves through `stopped` and the slow path sees the thread has
+ * no index.  It is used where the arch has it because it costs fewer
+ * instructions than the generic form below (mempool-bench compares
+ * rsk_pcounter_add with rsk_counter_add). */
 #if defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(RSK_TSAN) && \
 	!defined(RSEQKIT_ANALYZER)
 #define RSK_PCOUNTER_STRIDE_SECTION_ 1 /* Not API: for the tests */
