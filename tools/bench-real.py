@@ -121,7 +121,10 @@ def workloads(work, quick):
                              "--use_existing_db=1", "--db=" + rd] + dbflags))
     out.append(Workload("sqlite3", ["sqlite3", ":memory:"], stdin=os.path.join(work, "bench.sql"),
                         deterministic=True))
-    py = [sys.executable if os.path.basename(sys.executable).startswith("python3") else "python3",
+    # The python3 Debian ships (/usr/bin/python3), not whichever python runs
+    # this script (a pyenv build has its own allocator settings and speed).
+    debian_py = "/usr/bin/python3"
+    py = [debian_py if os.access(debian_py, os.X_OK) else shutil.which("python3") or "python3",
           os.path.join(ROOT, "tests", "malloc", "alloc_threads.py"), str(max(2, 16 // q)), "4"]
     out.append(Workload("python3", py, deterministic=True))
     out.append(Workload("python3 PYTHONMALLOC=malloc", py, env={"PYTHONMALLOC": "malloc"},
