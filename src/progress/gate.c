@@ -69,6 +69,9 @@
 #include "progress_internal.h"
 
 static __thread struct gate_self gself;
+/* See internal.h: &gself.slot->counts[ST_SLOW_PATHS] once the thread has
+ * a slot of its own. */
+__thread uint64_t *rsk_slow_tally_;
 
 /* The calling thread's own counts (NULL: it has no slot of its own),
  * with the holder slots below. */
@@ -102,9 +105,15 @@ RSK_EXPORT void rsk_note_slow_path(void)
 
 RSK_EXPORT int rsk_stats_thread(struct rsk_stats *st)
 {
+	uint64_t *t = rsk_slow_tally_;
+
 	if (st == NULL)
 		return -EINVAL;
 	*st = gself.stats;
+	/* The slow paths counted in the thread's own slot: since it became
+	 * the thread's (a slot keeps the counts of its earlier owners). */
+	if (t != NULL)
+		st->slow_paths += __atomic_load_n(t, __ATOMIC_RELAXED) - gself.slow_base;
 	return 0;
 }
 
@@ -221,6 +230,11 @@ static __attribute__((noinline)) void self_init(struct gate_self *g)
 	int32_t tid = sys_gettid();
 
 	g->slot = slot_claim(tid);
+	if (g->slot != &shared_slot) {
+		g->slow_base = __atomic_load_n(&g->slot->counts[ST_SLOW_PATHS], __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		rsk_slow_tally_ = &g->slot->counts[ST_SLOW_PATHS];
+	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	__atomic_store_n(&g->tid, tid, __ATOMIC_RELAXED);
 	errno = saved;
@@ -788,13 +802,17 @@ static inline __attribute__((always_inline)) void count_slow_path(struct gate_se
 {
 	struct gate_slot *own = g->slot;
 
-	g->stats.slow_paths++;
-	if (LIKELY(own != &shared_slot)) /* only this thread writes it */
+	/* In the thread's own slot (rsk_stats_thread() subtracts the base),
+	 * as rsk_count_slow_path_() counts; else in the thread's state and
+	 * the process's per-CPU slot. */
+	if (LIKELY(own != &shared_slot)) { /* only this thread writes it */
 		__atomic_store_n(&own->counts[ST_SLOW_PATHS],
 				 __atomic_load_n(&own->counts[ST_SLOW_PATHS], __ATOMIC_RELAXED) + 1,
 				 __ATOMIC_RELAXED);
-	else
+	} else {
+		g->stats.slow_paths++;
 		__atomic_add_fetch(&stat_slot_for(idx)->v[ST_SLOW_PATHS], 1, __ATOMIC_RELAXED);
+	}
 	RSK_PROBE1(slow_path, idx);
 }
 
