@@ -894,6 +894,68 @@ out:
 	return done;
 }
 
+/*
+ * tc_alloc() and tc_free() where nothing is out of the ordinary: the
+ * thread's record exists and is not in use (no signal handler on top of
+ * its own thread's use), the pool's entry is the first, and it has an
+ * object (alloc) or room (free).  Otherwise 0, nothing changed, and the
+ * caller goes on to the full path.  No call on the way: in a process
+ * without rseq this is every allocation and free, and a call costs its
+ * caller the registers it saves.
+ */
+static inline __attribute__((always_inline)) intptr_t tc_alloc_quick(struct pool_impl *pi)
+{
+	struct tc_record *r = tc_self;
+	struct tc_entry *e;
+	intptr_t obj, n;
+
+	if (__builtin_expect(rsk_process.check_threads || !tc_usable(pi), 0) ||
+	    __builtin_expect(r == NULL || r == TC_NONE || r->busy, 0))
+		return 0;
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	e = &r->e[0];
+	n = e->count;
+	obj = 0;
+	if (__builtin_expect(__atomic_load_n(&e->pool, __ATOMIC_RELAXED) == pi && n > 0, 1)) {
+		obj = e->slot[n - 1];
+#if RSK_INJECTING
+		if (tc_broken())
+			goto out;
+#endif
+		e->slot[n - 1] = 0;
+		e->count = n - 1;
+	}
+#if RSK_INJECTING
+out:
+#endif
+	tc_leave(r);
+	return obj;
+}
+
+static inline __attribute__((always_inline)) int tc_free_quick(struct pool_impl *pi, void *obj)
+{
+	struct tc_record *r = tc_self;
+	struct tc_entry *e;
+	intptr_t n;
+	int done = 0;
+
+	if (__builtin_expect(rsk_process.check_threads || !tc_usable(pi), 0) ||
+	    __builtin_expect(r == NULL || r == TC_NONE || r->busy, 0))
+		return 0;
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	e = &r->e[0];
+	n = e->count;
+	if (__builtin_expect(__atomic_load_n(&e->pool, __ATOMIC_RELAXED) == pi && n < TC_OBJS, 1)) {
+		e->slot[n] = (intptr_t)obj;
+		e->count = n + 1;
+		done = 1;
+	}
+	tc_leave(r);
+	return done;
+}
+
 /* rsk_pool_drain(): the calling thread's own entry of pi. */
 static void tc_drain_own(const struct pool_impl *pi)
 {
@@ -1600,19 +1662,46 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 	return err;
 }
 
-/* Where no thread runs sections: the thread's cache, else the home
- * part's (alloc_plain()), else the general path. */
+/* Where no thread runs sections, past tc_alloc_quick(): the thread's
+ * cache (a refill, another entry, the first use), else the home part's
+ * (alloc_plain()), else the general path. */
+static __attribute__((noinline)) void *alloc_no_sections(struct rsk_pool *p, enum rsk_result ret)
+{
+	intptr_t obj;
+
+	if ((obj = tc_alloc(impl(p))) != 0) {
+		rsk_note_slow_path_at(0);
+		return rsk_pool_checked_(p, (void *)obj);
+	}
+	if ((obj = alloc_plain(impl(p))) != 0)
+		return rsk_pool_checked_(p, (void *)obj);
+	return alloc_general(p, ret);
+}
+
+static __attribute__((noinline)) int free_no_sections(struct rsk_pool *p, void *obj,
+						      enum rsk_result ret)
+{
+	if (tc_free(impl(p), obj)) {
+		rsk_note_slow_path_at(0);
+		return 0;
+	}
+	if (free_plain(impl(p), obj))
+		return 0;
+	return free_general(p, obj, ret);
+}
+
+/* Where no thread runs sections: the thread's cache at once
+ * (tc_alloc_quick()), else alloc_no_sections(); where threads do, the
+ * general path. */
 RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, enum rsk_result ret)
 {
 	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p)) {
-		intptr_t obj;
+		intptr_t obj = tc_alloc_quick(impl(p));
 
-		if ((obj = tc_alloc(impl(p))) != 0) {
-			rsk_note_slow_path_at(0);
-			return rsk_pool_checked_(p, (void *)obj);
-		}
-		if ((obj = alloc_plain(impl(p))) != 0)
-			return rsk_pool_checked_(p, (void *)obj);
+		if (__builtin_expect(obj == 0, 0))
+			return alloc_no_sections(p, ret);
+		rsk_count_slow_path_(0);
+		return rsk_pool_checked_(p, (void *)obj);
 	}
 	return alloc_general(p, ret);
 }
@@ -1620,12 +1709,10 @@ RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, enum rsk_result ret)
 RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, enum rsk_result ret)
 {
 	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p)) {
-		if (tc_free(impl(p), obj)) {
-			rsk_note_slow_path_at(0);
-			return 0;
-		}
-		if (free_plain(impl(p), obj))
-			return 0;
+		if (__builtin_expect(!tc_free_quick(impl(p), obj), 0))
+			return free_no_sections(p, obj, ret);
+		rsk_count_slow_path_(0);
+		return 0;
 	}
 	return free_general(p, obj, ret);
 }
