@@ -9,7 +9,10 @@
  *     before (more threads than one chunk of slots holds);
  *   - rsk_stats_process() rises by every thread's operations, exited
  *     threads included;
- *   - a fork child starts from its forking thread's counts, and counts on.
+ *   - a fork child starts from its forking thread's counts, and counts on;
+ * and a negative control: with RSEQKIT_INJECT_BROKEN_TALLY=1 (the
+ * injection build's switch: a thread's count forgets its slot's base)
+ * the test run again must fail, which shows that the waves reuse slots.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -103,8 +106,14 @@ int main(int argc, char **argv)
 		execv("/proc/self/exe", argv);
 		tap_plan_skip_all("cannot run itself again with RSEQKIT_DISABLE=1");
 	}
+	/* The negative control's run: the checks above, their verdict the
+	 * exit status. */
+	int broken = getenv("RSEQKIT_INJECT_BROKEN_TALLY") != NULL;
+
+	if (broken && freopen("/dev/null", "w", stdout) == NULL)
+		return 2;
 	(void)argc;
-	tap_plan(6);
+	tap_plan(7);
 	rsk_init();
 	rsk_status(&st);
 	if (!tap_ok(!st.available, "RSEQKIT_DISABLE=1: no rseq in the process")) {
@@ -156,6 +165,25 @@ int main(int argc, char **argv)
 	       "fork child: the thread's counts go on from the parent's (status %d)", status);
 	rsk_stats_thread(&t1);
 	tap_ok(t1.slow_paths == t0.slow_paths, "fork parent: the child's counts are not its own");
+
+	if (broken)
+		return tap_failed != 0;
+	if (!RSK_INJECTING) {
+		printf("ok %d # SKIP negative control: not an injection build\n", ++tap_n);
+	} else {
+		status = -1;
+		pid = fork();
+		if (pid == 0) {
+			setenv("RSEQKIT_INJECT_BROKEN_TALLY", "1", 1);
+			execv("/proc/self/exe", argv);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, &status, 0);
+		tap_ok(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1,
+		       "negative control: a count that forgets its slot's base fails (status %d)",
+		       status);
+	}
 	rsk_pool_destroy(pool);
 	rsk_mempool_destroy(mp);
 	rsk_counter_destroy(ctr);

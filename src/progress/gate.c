@@ -103,17 +103,38 @@ RSK_EXPORT void rsk_note_slow_path(void)
 	rsk_note_slow_path_at(rsk_cpu());
 }
 
+/* Negative control (injection builds, tests/stats_fallback.c):
+ * RSEQKIT_INJECT_BROKEN_TALLY=1 makes rsk_stats_thread() forget the slot's
+ * base, so that a thread counts the slow paths of the slot's earlier
+ * owners as its own. */
+#if RSK_INJECTING
+static int tally_broken(void)
+{
+	static int v = -1;
+
+	if (__atomic_load_n(&v, __ATOMIC_RELAXED) < 0) {
+		const char *e = getenv("RSEQKIT_INJECT_BROKEN_TALLY");
+		__atomic_store_n(&v, e != NULL && e[0] == '1', __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&v, __ATOMIC_RELAXED);
+}
+#endif
+
 RSK_EXPORT int rsk_stats_thread(struct rsk_stats *st)
 {
-	uint64_t *t = rsk_slow_tally_;
+	uint64_t *t = rsk_slow_tally_, base = gself.slow_base;
 
 	if (st == NULL)
 		return -EINVAL;
 	*st = gself.stats;
+#if RSK_INJECTING
+	if (tally_broken())
+		base = 0;
+#endif
 	/* The slow paths counted in the thread's own slot: since it became
 	 * the thread's (a slot keeps the counts of its earlier owners). */
 	if (t != NULL)
-		st->slow_paths += __atomic_load_n(t, __ATOMIC_RELAXED) - gself.slow_base;
+		st->slow_paths += __atomic_load_n(t, __ATOMIC_RELAXED) - base;
 	return 0;
 }
 
