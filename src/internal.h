@@ -413,6 +413,42 @@ int rsk_holding_(void);
 /* rsk_note_slow_path() for a slow path that knows its part's index. */
 void rsk_note_slow_path_at(int idx);
 
+/* USDT probes (rseqkit:slow_path, ...) where <sys/sdt.h> exists: a no-op
+ * instruction each until a tracer attaches. */
+#if defined(__has_include)
+#if __has_include(<sys/sdt.h>)
+#include <sys/sdt.h>
+#define RSK_PROBE1(name, a)    STAP_PROBE1(rseqkit, name, a)
+#define RSK_PROBE2(name, a, b) STAP_PROBE2(rseqkit, name, a, b)
+#endif
+#endif
+#ifndef RSK_PROBE1
+#define RSK_PROBE1(name, a)    ((void)(a))
+#define RSK_PROBE2(name, a, b) ((void)(a), (void)(b))
+#endif
+
+/* The calling thread's count of slow paths in its own holder slot
+ * (src/progress/gate.c), or NULL: the thread has not counted yet, or has
+ * no slot of its own.  Only its thread writes it, and the slot stays the
+ * thread's until it exits. */
+extern __thread uint64_t *rsk_slow_tally_ __attribute__((visibility("hidden")));
+
+/* rsk_note_slow_path_at(), inline: where no thread runs sections, every
+ * operation is a slow path, and a call that looks the thread's state up
+ * costs as much as the operation.  A load, an add and a store, the
+ * thread's first count excepted (out of line: it claims the slot). */
+static inline __attribute__((always_inline)) void rsk_count_slow_path_(int idx)
+{
+	uint64_t *t = rsk_slow_tally_;
+
+	if (__builtin_expect(t != NULL, 1)) {
+		__atomic_store_n(t, __atomic_load_n(t, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+		RSK_PROBE1(slow_path, idx);
+	} else {
+		rsk_note_slow_path_at(idx);
+	}
+}
+
 /* Per-thread state, reached only from slow paths (global-dynamic TLS, so
  * the library can be dlopen'ed). */
 enum rsk_thread_state {

@@ -561,6 +561,7 @@ struct tc_record {
 	struct tc_record *next; /* the registry, push only */
 	int owned;		/* atomic: a thread has it */
 	int busy;		/* its thread is inside (signal handlers: the shared path) */
+	uint64_t *tally;	/* its thread's rsk_slow_tally_, NULL until known */
 	struct tc_entry e[TC_POOLS];
 };
 
@@ -665,6 +666,7 @@ static __attribute__((noinline)) struct tc_record *tc_claim(void)
 						    __ATOMIC_RELAXED));
 		r = chunk;
 	}
+	r->tally = NULL; /* the slow-path count of a thread before */
 	if (pthread_setspecific(tc_key, r) != 0) {
 		__atomic_store_n(&r->owned, 0, __ATOMIC_RELEASE);
 		return TC_NONE;
@@ -890,6 +892,95 @@ static int tc_free(struct pool_impl *pi, void *obj)
 	e->count = n + 1;
 	done = 1;
 out:
+	tc_leave(r);
+	return done;
+}
+
+/* A slow path of the calling thread on the full path: counted, and the
+ * thread's tally (known once it has counted) copied into its record for
+ * tc_count(). */
+static void tc_count_full(void)
+{
+	struct tc_record *r = tc_self;
+
+	rsk_note_slow_path_at(0);
+	if (r != NULL && r != TC_NONE)
+		r->tally = rsk_slow_tally_;
+}
+
+/* rsk_count_slow_path_() through the record (its tally is known: the
+ * quick paths check): in position-independent code the thread-local
+ * pointer costs a call (__tls_get_addr), the record's copy a load. */
+static inline __attribute__((always_inline)) void tc_count(struct tc_record *r)
+{
+	uint64_t *t = r->tally;
+
+	__atomic_store_n(t, __atomic_load_n(t, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	RSK_PROBE1(slow_path, 0);
+}
+
+/*
+ * tc_alloc() and tc_free() where nothing is out of the ordinary: the
+ * thread's record exists, knows its tally and is not in use (no signal
+ * handler on top of its own thread's use), the pool's entry is the
+ * first, and it has an object (alloc) or room (free); the slow path is
+ * counted.  Otherwise 0, nothing changed, and the caller goes on to the
+ * full path.  No call on the way: in a process without rseq this is every
+ * allocation and free, and a call costs its caller the registers it
+ * saves.
+ */
+static inline __attribute__((always_inline)) intptr_t tc_alloc_quick(struct pool_impl *pi)
+{
+	struct tc_record *r = tc_self;
+	struct tc_entry *e;
+	intptr_t obj, n;
+
+	if (__builtin_expect(rsk_process.check_threads || !tc_usable(pi), 0) ||
+	    __builtin_expect(r == NULL || r == TC_NONE || r->busy || r->tally == NULL, 0))
+		return 0;
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	e = &r->e[0];
+	n = e->count;
+	obj = 0;
+	if (__builtin_expect(__atomic_load_n(&e->pool, __ATOMIC_RELAXED) == pi && n > 0, 1)) {
+		obj = e->slot[n - 1];
+#if RSK_INJECTING
+		if (tc_broken())
+			goto out;
+#endif
+		e->slot[n - 1] = 0;
+		e->count = n - 1;
+	}
+#if RSK_INJECTING
+out:
+#endif
+	if (obj != 0)
+		tc_count(r);
+	tc_leave(r);
+	return obj;
+}
+
+static inline __attribute__((always_inline)) int tc_free_quick(struct pool_impl *pi, void *obj)
+{
+	struct tc_record *r = tc_self;
+	struct tc_entry *e;
+	intptr_t n;
+	int done = 0;
+
+	if (__builtin_expect(rsk_process.check_threads || !tc_usable(pi), 0) ||
+	    __builtin_expect(r == NULL || r == TC_NONE || r->busy || r->tally == NULL, 0))
+		return 0;
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	e = &r->e[0];
+	n = e->count;
+	if (__builtin_expect(__atomic_load_n(&e->pool, __ATOMIC_RELAXED) == pi && n < TC_OBJS, 1)) {
+		e->slot[n] = (intptr_t)obj;
+		e->count = n + 1;
+		done = 1;
+		tc_count(r);
+	}
 	tc_leave(r);
 	return done;
 }
@@ -1600,19 +1691,45 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 	return err;
 }
 
-/* Where no thread runs sections: the thread's cache, else the home
- * part's (alloc_plain()), else the general path. */
+/* Where no thread runs sections, past tc_alloc_quick(): the thread's
+ * cache (a refill, another entry, the first use), else the home part's
+ * (alloc_plain()), else the general path. */
+static __attribute__((noinline)) void *alloc_no_sections(struct rsk_pool *p, enum rsk_result ret)
+{
+	intptr_t obj;
+
+	if ((obj = tc_alloc(impl(p))) != 0) {
+		tc_count_full();
+		return rsk_pool_checked_(p, (void *)obj);
+	}
+	if ((obj = alloc_plain(impl(p))) != 0)
+		return rsk_pool_checked_(p, (void *)obj);
+	return alloc_general(p, ret);
+}
+
+static __attribute__((noinline)) int free_no_sections(struct rsk_pool *p, void *obj,
+						      enum rsk_result ret)
+{
+	if (tc_free(impl(p), obj)) {
+		tc_count_full();
+		return 0;
+	}
+	if (free_plain(impl(p), obj))
+		return 0;
+	return free_general(p, obj, ret);
+}
+
+/* Where no thread runs sections: the thread's cache at once
+ * (tc_alloc_quick()), else alloc_no_sections(); where threads do, the
+ * general path. */
 RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, enum rsk_result ret)
 {
 	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p)) {
-		intptr_t obj;
+		intptr_t obj = tc_alloc_quick(impl(p));
 
-		if ((obj = tc_alloc(impl(p))) != 0) {
-			rsk_note_slow_path_at(0);
-			return rsk_pool_checked_(p, (void *)obj);
-		}
-		if ((obj = alloc_plain(impl(p))) != 0)
-			return rsk_pool_checked_(p, (void *)obj);
+		if (__builtin_expect(obj == 0, 0))
+			return alloc_no_sections(p, ret);
+		return rsk_pool_checked_(p, (void *)obj);
 	}
 	return alloc_general(p, ret);
 }
@@ -1620,12 +1737,9 @@ RSK_EXPORT void *rsk_pool_alloc_slow_(struct rsk_pool *p, enum rsk_result ret)
 RSK_EXPORT int rsk_pool_free_slow_(struct rsk_pool *p, void *obj, enum rsk_result ret)
 {
 	if (__builtin_expect(p->fast_nr_ == 0, 0) && pool_alive(p)) {
-		if (tc_free(impl(p), obj)) {
-			rsk_note_slow_path_at(0);
-			return 0;
-		}
-		if (free_plain(impl(p), obj))
-			return 0;
+		if (__builtin_expect(!tc_free_quick(impl(p), obj), 0))
+			return free_no_sections(p, obj, ret);
+		return 0;
 	}
 	return free_general(p, obj, ret);
 }

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -774,22 +775,16 @@ static int update_locked(struct rsk_mempool *p, intptr_t *ctr, int idx, intptr_t
 	return idx;
 }
 
-RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v,
-				 enum rsk_result ret)
+/* rsk_pcounter_slow_() where threads run sections: the retries, then
+ * the add under a copy's gate. */
+static __attribute__((noinline)) int pcounter_slow_gated(struct rsk_mempool *p, intptr_t *ctr,
+							intptr_t v, enum rsk_result ret)
 {
 	unsigned aborts = 0;
 	int idx;
 
 	if (!pool_alive(p) || ctr == NULL)
 		return -EINVAL;
-	if (rsk_fast.area_offset == 0) {
-		/* No thread of the process runs sections: an atomic add on
-		 * the current CPU's copy, with the CPU looked up once. */
-		idx = rsk_percpu_spill_index_(p->mode, p->nr);
-		rsk_spill_add_(rsk_percpu_ptr(ctr, idx), v);
-		rsk_note_slow_path_at(idx);
-		return 0;
-	}
 	while (ret == RSK_ABORTED) {
 #if RSK_INJECTING
 		rsk_inject_hook(0); /* an abort, for rseqkit-stress's counts */
@@ -823,6 +818,28 @@ RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t
 		if (r != -EDEADLK || k + 1 >= p->nr)
 			return r < 0 ? r : 0; /* r: the copy's index */
 	}
+}
+
+RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v,
+				 enum rsk_result ret)
+{
+	/* No thread of the process runs sections: an atomic add on the
+	 * current CPU's copy, the CPU looked up once.  This is every add of
+	 * such a process: no frame beyond this one, sched_getcpu() at once
+	 * (rsk_percpu_spill_index_() where it is not that simple), as the
+	 * counter's rsk_counter_slow_(). */
+	if (rsk_fast.area_offset == 0 && pool_alive(p) && ctr != NULL) {
+		int idx = -1;
+
+		if (__builtin_expect(!rsk_process.check_threads, 1))
+			idx = sched_getcpu();
+		if (__builtin_expect((unsigned)idx >= (unsigned)p->nr, 0))
+			idx = rsk_percpu_spill_index_(p->mode, p->nr);
+		rsk_spill_add_(rsk_percpu_ptr(ctr, idx), v);
+		rsk_count_slow_path_(idx);
+		return 0;
+	}
+	return pcounter_slow_gated(p, ctr, v, ret);
 }
 
 /* ctr is an aligned word, all of whose bytes are inside one live object:

@@ -60,11 +60,21 @@ static const struct rsk_percpu_kind counter_kind = {
 	.gate = NULL, /* the sections need none: see counter.h */
 };
 
-RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_result first)
+/* The slow path where threads run sections: the framework's retries,
+ * then the spill add. */
+static __attribute__((noinline)) int counter_slow_general(struct rsk_counter *c, intptr_t count,
+							 enum rsk_result first)
 {
 	struct counter_op op = { .count = count };
 	int ret;
 
+	/* The framework returns the part's index: the add returns 0. */
+	ret = rsk_percpu_slow(c, &counter_kind, &op, first);
+	return ret < 0 ? ret : 0;
+}
+
+RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_result first)
+{
 	/* No thread of the process runs sections (no rseq: fast_nr_ is 0),
 	 * so there is nothing to retry or register: the spill add at once,
 	 * on the current CPU's part.  This is every add of such a process,
@@ -79,12 +89,10 @@ RSK_EXPORT int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk
 		if (__builtin_expect((unsigned)idx >= (unsigned)c->nr, 0))
 			idx = rsk_percpu_spill_index_(c->mode, c->nr);
 		rsk_spill_add_(&c->part[idx].spill, count);
-		rsk_note_slow_path_at(idx);
+		rsk_count_slow_path_(idx);
 		return 0;
 	}
-	/* The framework returns the part's index: the add returns 0. */
-	ret = rsk_percpu_slow(c, &counter_kind, &op, first);
-	return ret < 0 ? ret : 0;
+	return counter_slow_general(c, count, first);
 }
 
 /* count + spill: every add to the part so far, in wrapping arithmetic. */

@@ -69,6 +69,9 @@
 #include "progress_internal.h"
 
 static __thread struct gate_self gself;
+/* See internal.h: &gself.slot->counts[ST_SLOW_PATHS] once the thread has
+ * a slot of its own. */
+__thread uint64_t *rsk_slow_tally_;
 
 /* The calling thread's own counts (NULL: it has no slot of its own),
  * with the holder slots below. */
@@ -100,11 +103,38 @@ RSK_EXPORT void rsk_note_slow_path(void)
 	rsk_note_slow_path_at(rsk_cpu());
 }
 
+/* Negative control (injection builds, tests/stats_fallback.c):
+ * RSEQKIT_INJECT_BROKEN_TALLY=1 makes rsk_stats_thread() forget the slot's
+ * base, so that a thread counts the slow paths of the slot's earlier
+ * owners as its own. */
+#if RSK_INJECTING
+static int tally_broken(void)
+{
+	static int v = -1;
+
+	if (__atomic_load_n(&v, __ATOMIC_RELAXED) < 0) {
+		const char *e = getenv("RSEQKIT_INJECT_BROKEN_TALLY");
+		__atomic_store_n(&v, e != NULL && e[0] == '1', __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&v, __ATOMIC_RELAXED);
+}
+#endif
+
 RSK_EXPORT int rsk_stats_thread(struct rsk_stats *st)
 {
+	uint64_t *t = rsk_slow_tally_, base = gself.slow_base;
+
 	if (st == NULL)
 		return -EINVAL;
 	*st = gself.stats;
+#if RSK_INJECTING
+	if (tally_broken())
+		base = 0;
+#endif
+	/* The slow paths counted in the thread's own slot: since it became
+	 * the thread's (a slot keeps the counts of its earlier owners). */
+	if (t != NULL)
+		st->slow_paths += __atomic_load_n(t, __ATOMIC_RELAXED) - base;
 	return 0;
 }
 
@@ -221,6 +251,11 @@ static __attribute__((noinline)) void self_init(struct gate_self *g)
 	int32_t tid = sys_gettid();
 
 	g->slot = slot_claim(tid);
+	if (g->slot != &shared_slot) {
+		g->slow_base = __atomic_load_n(&g->slot->counts[ST_SLOW_PATHS], __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		rsk_slow_tally_ = &g->slot->counts[ST_SLOW_PATHS];
+	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	__atomic_store_n(&g->tid, tid, __ATOMIC_RELAXED);
 	errno = saved;
@@ -788,13 +823,17 @@ static inline __attribute__((always_inline)) void count_slow_path(struct gate_se
 {
 	struct gate_slot *own = g->slot;
 
-	g->stats.slow_paths++;
-	if (LIKELY(own != &shared_slot)) /* only this thread writes it */
+	/* In the thread's own slot (rsk_stats_thread() subtracts the base),
+	 * as rsk_count_slow_path_() counts; else in the thread's state and
+	 * the process's per-CPU slot. */
+	if (LIKELY(own != &shared_slot)) { /* only this thread writes it */
 		__atomic_store_n(&own->counts[ST_SLOW_PATHS],
 				 __atomic_load_n(&own->counts[ST_SLOW_PATHS], __ATOMIC_RELAXED) + 1,
 				 __ATOMIC_RELAXED);
-	else
+	} else {
+		g->stats.slow_paths++;
 		__atomic_add_fetch(&stat_slot_for(idx)->v[ST_SLOW_PATHS], 1, __ATOMIC_RELAXED);
+	}
 	RSK_PROBE1(slow_path, idx);
 }
 

@@ -16,17 +16,7 @@
 #include <rseqkit/progress.h>
 #include "msg.h"
 
-#if defined(__has_include)
-#if __has_include(<sys/sdt.h>)
-#include <sys/sdt.h>
-#define RSK_PROBE1(name, a)    STAP_PROBE1(rseqkit, name, a)
-#define RSK_PROBE2(name, a, b) STAP_PROBE2(rseqkit, name, a, b)
-#endif
-#endif
-#ifndef RSK_PROBE1
-#define RSK_PROBE1(name, a)    ((void)(a))
-#define RSK_PROBE2(name, a, b) ((void)(a), (void)(b))
-#endif
+/* RSK_PROBE1(), RSK_PROBE2(): internal.h. */
 
 #define LIKELY(x)   __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -41,7 +31,8 @@ struct gate_self {
 	struct gate_slot *slot; /* this thread's holder slot */
 	int32_t slice_gates;	/* gates closed in this thread's slice region */
 	rsk_slice_t slice;	/* that region's token (<rseqkit/slice.h>) */
-	struct rsk_stats stats; /* rsk_stats_thread() */
+	struct rsk_stats stats; /* rsk_stats_thread(); slow_paths: those not in slot */
+	uint64_t slow_base;	/* the slot's count of slow paths when it became ours */
 };
 
 /* The events counted (stats.c), in each thread's holder slot (gate.c) or
