@@ -346,6 +346,115 @@ static COLD __attribute__((noreturn)) void bad_pointer(const char *what, const v
 	abort();
 }
 
+/* ---- the kernel's page ----
+ *
+ * The page map counts 4 KiB pages (PAGE) whatever the system's page, but
+ * the kernel maps, unmaps and remaps whole system pages (sys_pg, from
+ * sysconf at initialisation: 64 KiB on some arm64 and ppc64le kernels),
+ * refusing an address that is not aligned to one.  So every large block
+ * starts on a system page and spans whole ones; the kernel is only asked
+ * through k_mmap, k_munmap and k_mremap.
+ *
+ * RSEQKIT_MALLOC_PAGE_ (a test knob, rseqkit-malloc(7)): a power of two
+ * above the system page, up to 1 MiB, that these three calls emulate:
+ * addresses aligned to it, lengths rounded up to it, an unaligned address
+ * refused with EINVAL, as a kernel with pages that size does; the
+ * allocator takes it as its sys_pg.  make check runs the allocator's
+ * tests with 64 KiB pages on a 4 KiB kernel that way.
+ */
+static size_t sys_pg = PAGE;	  /* the system page (or the emulated one) */
+static unsigned sys_shift = PAGE_SHIFT;
+static size_t emu_pg;		  /* the emulated page; 0: none */
+static size_t real_pg = PAGE;	  /* the kernel's own page */
+
+static size_t round_emu(size_t n)
+{
+	return (n + emu_pg - 1) & ~(emu_pg - 1);
+}
+
+static void *k_mmap(size_t len)
+{
+	char *raw, *base;
+	size_t l, over;
+
+	if (emu_pg == 0)
+		return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (len > SIZE_MAX - 2 * emu_pg)
+		return MAP_FAILED;
+	l = round_emu(len);
+	over = emu_pg - real_pg;
+	raw = mmap(NULL, l + over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		return MAP_FAILED;
+	base = (char *)(((uintptr_t)raw + emu_pg - 1) & ~(uintptr_t)(emu_pg - 1));
+	if (base > raw)
+		munmap(raw, (size_t)(base - raw));
+	if (base + l < raw + l + over)
+		munmap(base + l, (size_t)(raw + l + over - (base + l)));
+	return base;
+}
+
+static int k_munmap(void *p, size_t len)
+{
+	if (emu_pg == 0)
+		return munmap(p, len);
+	if (((uintptr_t)p & (emu_pg - 1)) != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return munmap(p, round_emu(len));
+}
+
+/* mremap(p, len, nlen, MREMAP_MAYMOVE). */
+static void *k_mremap(void *p, size_t len, size_t nlen)
+{
+	char *q;
+
+	if (emu_pg == 0)
+		return mremap(p, len, nlen, MREMAP_MAYMOVE);
+	if (((uintptr_t)p & (emu_pg - 1)) != 0 || nlen > SIZE_MAX - 2 * emu_pg) {
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	len = round_emu(len);
+	nlen = round_emu(nlen);
+	if (nlen <= len) {
+		if (nlen < len)
+			munmap((char *)p + nlen, len - nlen);
+		return p;
+	}
+	q = mremap(p, len, nlen, 0);
+	if (q != MAP_FAILED)
+		return q;
+	/* Move the pages to an aligned place of the new length. */
+	q = k_mmap(nlen);
+	if (q == MAP_FAILED)
+		return MAP_FAILED;
+	if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, q) == MAP_FAILED) {
+		munmap(q, nlen);
+		return MAP_FAILED;
+	}
+	return q;
+}
+
+/* The system page (and the knob) into sys_pg; once, at initialisation. */
+static void page_init(void)
+{
+	long s = sysconf(_SC_PAGESIZE);
+	const char *v = getenv("RSEQKIT_MALLOC_PAGE_");
+
+	if (s >= (long)PAGE && (s & (s - 1)) == 0)
+		real_pg = (size_t)s;
+	sys_pg = real_pg;
+	if (v != NULL && *v != '\0') {
+		char *end;
+		unsigned long e = strtoul(v, &end, 0);
+		if (*end == '\0' && e > real_pg && e <= ((size_t)1 << 20) && (e & (e - 1)) == 0)
+			sys_pg = emu_pg = e;
+	}
+	sys_shift = (unsigned)__builtin_ctzll((unsigned long long)sys_pg);
+}
+
 /* ---- the bootstrap area: calls made while the first one initialises ---- */
 
 #define BOOT_BYTES ((size_t)256 << 10)
@@ -426,6 +535,7 @@ static void cache_init(void)
 static void do_init(void)
 {
 	rsk_init_once();
+	page_init();
 	check_mode = rsk_env_bool_("RSEQKIT_MALLOC_CHECK", 0);
 	stats_at_exit = rsk_env_bool_("RSEQKIT_MALLOC_STATS", 0);
 	if (stats_at_exit) {
@@ -856,7 +966,8 @@ ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
  * malloc_trim(), and all of them before an mmap that failed is retried.
  *
  * The cache takes no lock: each slot is one word, the block's address
- * (page-aligned) with its length in pages, less one, in the low 12 bits.
+ * (aligned to a system page) with its length in system pages, less one,
+ * in the bits below the page (at most 4095: LC_MAX_BLOCK).
  * A block is taken by a compare-and-swap of that word to 0 and put by one
  * from 0, so a taker that wins owns the block, and a word that was taken
  * and put back meanwhile names the same block of the same length.  Two
@@ -866,7 +977,7 @@ ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
  * it sooner.
  */
 #define LC_N	     16
-#define LC_MAX_BLOCK (PAGE << 12) /* 16 MiB: the length fits the low bits */
+#define LC_MAX_BLOCK ((size_t)16 << 20) /* its pages - 1 fit below a 4 KiB or larger page */
 #define LC_MAX_BYTES ((size_t)64 << 20)
 
 static struct {
@@ -877,7 +988,7 @@ static struct {
 
 static size_t lc_len(uintptr_t w)
 {
-	return ((w & (PAGE - 1)) + 1) << PAGE_SHIFT;
+	return ((w & (sys_pg - 1)) + 1) << sys_shift;
 }
 
 /* A cached block of at least len bytes (and at most 5/4 of it); its
@@ -907,7 +1018,7 @@ static char *lc_take(size_t len, size_t *got)
 						__ATOMIC_RELAXED)) {
 			*got = lc_len(bw);
 			__atomic_sub_fetch(&lc.bytes, *got, __ATOMIC_RELAXED);
-			return (char *)(bw & ~(uintptr_t)(PAGE - 1));
+			return (char *)(bw & ~(uintptr_t)(sys_pg - 1));
 		}
 		/* Another thread took (or replaced) that one: look again. */
 	}
@@ -917,7 +1028,7 @@ static char *lc_take(size_t len, size_t *got)
 /* Keep a freed block; 0 if it does not fit (the caller unmaps it). */
 static int lc_put(char *p, size_t len, unsigned long now)
 {
-	uintptr_t w = (uintptr_t)p | ((len >> PAGE_SHIFT) - 1);
+	uintptr_t w = (uintptr_t)p | ((len >> sys_shift) - 1);
 
 	if (len > LC_MAX_BLOCK)
 		return 0;
@@ -957,7 +1068,7 @@ static int lc_flush(int all, unsigned long now)
 						 __ATOMIC_RELAXED))
 			continue;
 		__atomic_sub_fetch(&lc.bytes, lc_len(w), __ATOMIC_RELAXED);
-		munmap((void *)(w & ~(uintptr_t)(PAGE - 1)), lc_len(w));
+		k_munmap((void *)(w & ~(uintptr_t)(sys_pg - 1)), lc_len(w));
 		n++;
 	}
 	return n;
@@ -973,12 +1084,13 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
 
 	if (!ensure_init())
 		return boot_alloc(align, n);
-	if (n > SIZE_MAX - 2 * PAGE - align)
+	if (n > SIZE_MAX - 2 * sys_pg - align)
 		goto nomem;
-	len = (n + PAGE - 1) & ~(PAGE - 1);
+	/* Whole system pages, aligned to one: what the kernel maps. */
+	len = (n + sys_pg - 1) & ~(sys_pg - 1);
 	if (len == 0)
-		len = PAGE;
-	extra = align > PAGE ? align - PAGE : 0;
+		len = sys_pg;
+	extra = align > sys_pg ? align - sys_pg : 0;
 	total = len + extra;
 	if ((len >> PAGE_SHIFT) > (UINTPTR_MAX >> 2))
 		goto nomem;
@@ -989,7 +1101,7 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
 		goto found;
 	}
 	for (;;) {
-		m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		m = k_mmap(total);
 		if (m != MAP_FAILED)
 			break;
 		if (retried++ || lc_flush(1, 0) == 0)
@@ -999,13 +1111,13 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
 	if (extra != 0) {
 		p = (char *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
 		if (p > m)
-			munmap(m, (size_t)(p - m));
+			k_munmap(m, (size_t)(p - m));
 		if (p + len < m + total)
-			munmap(p + len, (size_t)(m + total - (p + len)));
+			k_munmap(p + len, (size_t)(m + total - (p + len)));
 	}
 found:
 	if (pm_set(p, len, ((uintptr_t)(len >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0) {
-		munmap(p, len);
+		k_munmap(p, len);
 		goto nomem;
 	}
 	__atomic_add_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
@@ -1021,14 +1133,14 @@ static void large_free(void *p, uintptr_t e)
 	size_t len = (size_t)(e >> 2) << PAGE_SHIFT;
 	unsigned long t;
 
-	if (((uintptr_t)p & (PAGE - 1)) != 0)
+	if (((uintptr_t)p & (sys_pg - 1)) != 0)
 		bad_pointer("free of a pointer never returned by malloc (inside a large block):", p);
 	pm_set(p, PAGE, 0, 1);
 	__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
 	t = now_ms(); /* one clock read for the cache and the release */
 	if (!lc_put(p, len, t))
-		munmap(p, len);
+		k_munmap(p, len);
 	maybe_release_at(t);
 }
 
@@ -1169,18 +1281,22 @@ static void *do_realloc(void *p, size_t n)
 		unsigned c = (unsigned)(e >> 2);
 		if (n <= SMALL_MAX && size_class(n) == c)
 			return p;
-	} else if ((e & 3) == E_LARGE && n > SMALL_MAX && ((uintptr_t)p & (PAGE - 1)) == 0) {
+	} else if ((e & 3) == E_LARGE && n > SMALL_MAX && ((uintptr_t)p & (sys_pg - 1)) == 0) {
 		size_t len = (size_t)(e >> 2) << PAGE_SHIFT, nlen;
-		if (n > SIZE_MAX - PAGE) {
+		if (n > SIZE_MAX - 2 * sys_pg) {
 			errno = ENOMEM;
 			return NULL;
 		}
-		nlen = (n + PAGE - 1) & ~(PAGE - 1);
+		nlen = (n + sys_pg - 1) & ~(sys_pg - 1);
 		if (nlen == len)
 			return p;
-		/* The pages move (or grow, or shrink) without a copy. */
-		q = mremap(p, len, nlen, MREMAP_MAYMOVE);
+		/* The pages move (or grow, or shrink) without a copy.  p's
+		 * entry goes first: once they have moved, another thread's new
+		 * block may start at p and write its own. */
+		pm_set(p, PAGE, 0, 1);
+		q = k_mremap(p, len, nlen);
 		if (q == MAP_FAILED) {
+			pm_set(p, PAGE, e, 1); /* its leaf is mapped: cannot fail */
 			errno = ENOMEM;
 			return NULL;
 		}
@@ -1190,15 +1306,11 @@ static void *do_realloc(void *p, size_t n)
 			void *r = large_alloc(n, 0, 0);
 			if (r != NULL)
 				memcpy(r, q, len < nlen ? len : nlen);
-			munmap(q, nlen);
-			if (q != p)
-				pm_set(p, PAGE, 0, 1);
+			k_munmap(q, nlen);
 			__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
 			__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
 			return r;
 		}
-		if (q != p)
-			pm_set(p, PAGE, 0, 1);
 		__atomic_add_fetch(&large_bytes, nlen - len, __ATOMIC_RELAXED);
 		return q;
 	}
@@ -1258,16 +1370,13 @@ static int do_posix_memalign(void **out, size_t align, size_t n)
 	return 0;
 }
 
-static size_t sys_page(void)
-{
-	long s = sysconf(_SC_PAGESIZE);
-
-	return s > 0 ? (size_t)s : PAGE;
-}
-
 static void *do_pvalloc(size_t n)
 {
-	size_t pg = sys_page();
+	size_t pg;
+
+	if (!ensure_init())
+		return boot_alloc(PAGE, n);
+	pg = sys_pg;
 
 	if (n > SIZE_MAX - pg) {
 		errno = ENOMEM;
@@ -1299,7 +1408,7 @@ static size_t read_rss(void)
 		s++;
 	while (*s >= '0' && *s <= '9')
 		v = v * 10 + (size_t)(*s++ - '0');
-	return v * sys_page();
+	return v * real_pg;
 }
 
 /* Bytes of free objects in index i's caches, and (*cap) the sum of their
@@ -1481,7 +1590,9 @@ API void *rsk_memalign(size_t align, size_t n)
 
 API void *rsk_valloc(size_t n)
 {
-	return do_memalign(sys_page(), n);
+	if (!ensure_init())
+		return boot_alloc(PAGE, n);
+	return do_memalign(sys_pg, n);
 }
 
 API void *rsk_pvalloc(size_t n)
