@@ -55,6 +55,32 @@ static size_t rss_bytes(void)
 }
 
 /* Sizes: every one up to 1100, then around each class and power of two. */
+/* The system page, or the one RSEQKIT_MALLOC_PAGE_ makes the allocator
+ * emulate (a test knob: rseqkit-malloc(7)). */
+static size_t sys_page(void)
+{
+	const char *v = getenv("RSEQKIT_MALLOC_PAGE_");
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (v != NULL && strtoul(v, NULL, 0) > pg)
+		pg = strtoul(v, NULL, 0);
+	return pg;
+}
+
+/* Bytes of address space mapped (/proc/self/statm's first field). */
+static size_t vm_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long pages = 0;
+
+	if (f != NULL) {
+		if (fscanf(f, "%lu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 static size_t sizes[4000];
 static int nsizes;
 
@@ -155,7 +181,7 @@ int main(void)
 
 	alarm(120);
 	make_sizes();
-	tap_plan(25);
+	tap_plan(26);
 
 	/* 1: it is ours */
 	p = malloc(1);
@@ -326,7 +352,7 @@ int main(void)
 
 	/* 12: valloc, pvalloc */
 	{
-		size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+		size_t pg = sys_page();
 		a = valloc(10);
 		b = pvalloc(1);
 		tap_ok(a != NULL && b != NULL && ((uintptr_t)a & (pg - 1)) == 0 && ((uintptr_t)b & (pg - 1)) == 0 &&
@@ -428,7 +454,31 @@ int main(void)
 		       s0.mapped >> 10, s1.mapped >> 10, s2.mapped >> 10);
 	}
 
-	/* 18: the statistics call */
+	/* 18: large blocks aligned beyond the system page give all their
+	 * pages back: the pieces cut off around them are whole system pages
+	 * (so the kernel unmaps them), and so is what free unmaps */
+	{
+		size_t v0, v1, pg = sys_page();
+		malloc_trim(0);
+		v0 = vm_bytes();
+		for (int i = 0; i < 512; i++) {
+			size_t al = pg << (1 + i % 3), n = i % 2 ? 300000 : 70000 + pg / 2;
+			p = memalign(al, n);
+			if (p == NULL || ((uintptr_t)p & (al - 1)) != 0)
+				break;
+			memset(p, 1, n);
+			p = realloc(p, n + pg + 1000); /* mremap: whole pages too */
+			free(p);
+		}
+		malloc_trim(0);
+		v1 = vm_bytes();
+		tap_ok(v1 < v0 + ((size_t)8 << 20),
+		       "512 blocks aligned to 2-8 pages of %zu, reallocated, freed: mapped %zu KiB before, "
+		       "%zu KiB after",
+		       pg, v0 >> 10, v1 >> 10);
+	}
+
+	/* 19: the statistics call */
 	tap_ok(rsk_malloc_stats(NULL, -1) == -1 && errno == EINVAL && rsk_malloc_stats(&st, -1) == 0 &&
 		       st.classes > 40 && st.rss > 0,
 	       "rsk_malloc_stats: EINVAL for NULL; %d classes, mapped %zu, cached %zu, central %zu", st.classes,
