@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -532,6 +533,8 @@ static void cache_init(void)
 	__atomic_store_n(&fast_nr, check_mode ? 0 : h.fast_nr_, __ATOMIC_RELEASE);
 }
 
+static void tc_init(void);
+
 static void do_init(void)
 {
 	rsk_init_once();
@@ -547,6 +550,8 @@ static void do_init(void)
 	}
 	index_mode = env_is("RSEQKIT_MALLOC_INDEX", "cid") ? RSK_INDEX_CID : RSK_INDEX_CPU;
 	cache_init();
+	if (!check_mode)
+		tc_init();
 }
 
 /* 1 when the allocator is ready; 0 when the caller is the thread that is
@@ -725,6 +730,288 @@ static NOINLINE struct rsk_pool *make_pool(unsigned c)
 	return p;
 }
 
+/* ---- per-thread caches where a thread cannot run sections ----
+ *
+ * A thread that cannot run sections (RSEQKIT_DISABLE=1, seccomp,
+ * qemu-user, an old kernel, a thread left unregistered) finds no index on
+ * every malloc and free and takes the pools' slow paths, each a cache's
+ * gate closed and reopened.  There each thread keeps the objects it frees
+ * of the classes up to 1 KiB (TC_NCLASS) and hands them out again: at
+ * most tc_cap(c) of class c (32 objects, and no more than 4 KiB of them),
+ * so at most 394 objects and 65760 bytes per thread.  A free to a full
+ * class moves half of it to the pool; a malloc that finds it empty asks
+ * the pool for one.  Only a call whose attempt found no index
+ * (RSK_NO_INDEX) uses it: a thread that runs sections never fills one.
+ *
+ * Exactness, as the pool's own thread cache (src/alloc/object_pool.c),
+ * which the allocator's pools do not use: a thread's cache holds free
+ * objects that only its thread hands out; `busy` is set while the thread
+ * is inside, so a signal handler interrupting it there takes the pools'
+ * path; a slot is nonzero exactly when it holds an object.  The objects
+ * go back to their pools when the thread exits (a pthread key's
+ * destructor), in a fork child for every other thread, and at
+ * malloc_trim for the caller.  Records are mapped, never unmapped, and
+ * nothing here calls malloc.
+ */
+#define TC_NCLASS 20 /* classes 0 .. 19: 16 B to 1 KiB */
+#define TC_OBJS	  32
+
+struct tc_record {
+	struct tc_record *next; /* the registry, push only */
+	int owned;		/* atomic: a thread has it */
+	int busy;		/* its thread is inside (signal handlers: the pools' path) */
+	uint32_t count[TC_NCLASS];
+	intptr_t slot[TC_NCLASS][TC_OBJS]; /* 0: empty */
+};
+
+#define TC_CHUNK 16 /* records mapped at once */
+#define TC_NONE	 ((struct tc_record *)(uintptr_t)1)
+
+static struct tc_record *tc_registry; /* atomic */
+static __thread struct tc_record *tc_self __attribute__((tls_model("initial-exec")));
+static pthread_mutex_t tc_lock = PTHREAD_MUTEX_INITIALIZER; /* thread exit against fork */
+static pthread_key_t tc_key;
+static int tc_key_ok; /* 1: the key exists and setting it never allocates */
+
+static uint32_t tc_cap(unsigned c)
+{
+	size_t k = (size_t)4096 / class_size(c);
+
+	return k > TC_OBJS ? TC_OBJS : (uint32_t)k;
+}
+
+/* Negative control (the injection build, tests/malloc_negative.sh):
+ * RSEQKIT_INJECT_BROKEN_MCACHE=1 makes a pop leave the object in the
+ * cache, so that it is handed out twice. */
+#if RSK_INJECTING
+static int tc_broken(void)
+{
+	static int v = -1;
+
+	if (__atomic_load_n(&v, __ATOMIC_RELAXED) < 0) {
+		const char *e = getenv("RSEQKIT_INJECT_BROKEN_MCACHE");
+		__atomic_store_n(&v, e != NULL && e[0] == '1', __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&v, __ATOMIC_RELAXED);
+}
+#endif
+
+/* Give back every object of r (its slots, whatever its counts). */
+static void tc_record_drain(struct tc_record *r)
+{
+	for (unsigned c = 0; c < TC_NCLASS; c++) {
+		struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+		for (int i = 0; i < TC_OBJS; i++) {
+			intptr_t obj = __atomic_load_n(&r->slot[c][i], __ATOMIC_RELAXED);
+			if (obj == 0)
+				continue;
+			__atomic_store_n(&r->slot[c][i], 0, __ATOMIC_RELAXED);
+			if (p != NULL)
+				rsk_pool_free_slow_(p, (void *)obj, RSK_NO_INDEX);
+		}
+		__atomic_store_n(&r->count[c], 0, __ATOMIC_RELAXED);
+	}
+}
+
+/* Thread exit: its objects go back to their pools, its record to the
+ * registry; later calls of the thread (other destructors) take the
+ * pools' path. */
+static void tc_thread_exit(void *rec)
+{
+	struct tc_record *r = rec;
+
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	tc_self = TC_NONE;
+	pthread_mutex_lock(&tc_lock);
+	tc_record_drain(r);
+	pthread_mutex_unlock(&tc_lock);
+	r->busy = 0;
+	__atomic_store_n(&r->owned, 0, __ATOMIC_RELEASE);
+}
+
+static void tc_fork_prepare(void)
+{
+	pthread_mutex_lock(&tc_lock);
+}
+
+static void tc_fork_parent(void)
+{
+	pthread_mutex_unlock(&tc_lock);
+}
+
+/* The child has one thread: the others' records go back, with their
+ * objects (fork() waited for the pools' gates and depot locks). */
+static void tc_fork_child(void)
+{
+	pthread_mutex_init(&tc_lock, NULL);
+	for (struct tc_record *r = tc_registry; r != NULL; r = r->next)
+		if (r != tc_self && __atomic_load_n(&r->owned, __ATOMIC_RELAXED)) {
+			tc_record_drain(r);
+			r->busy = 0;
+			r->owned = 0;
+		}
+}
+
+/* At initialisation (after rseqkit's, whose fork handlers then run
+ * before the child's here). */
+static void tc_init(void)
+{
+	if (pthread_key_create(&tc_key, tc_thread_exit) != 0)
+		return;
+#ifdef __GLIBC__
+	/* glibc's first 32 keys live in the thread's descriptor: setting one
+	 * allocates nothing.  Beyond them: no thread caches. */
+	if (tc_key >= 32)
+		return;
+#endif
+	if (pthread_atfork(tc_fork_prepare, tc_fork_parent, tc_fork_child) == 0)
+		tc_key_ok = 1;
+}
+
+/* A free record for the calling thread (lock-free, async-signal-safe:
+ * mmap only), or TC_NONE. */
+static NOINLINE struct tc_record *tc_claim(void)
+{
+	struct tc_record *r, *head;
+
+	/* A handler that runs while this claims finds none: a record it
+	 * claimed would be replaced, never given back, when this returns. */
+	tc_self = TC_NONE;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (!tc_key_ok)
+		return TC_NONE;
+	for (r = __atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE); r != NULL; r = r->next) {
+		int free_ = 0;
+		if (__atomic_load_n(&r->owned, __ATOMIC_RELAXED) == 0 &&
+		    __atomic_compare_exchange_n(&r->owned, &free_, 1, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			break;
+	}
+	if (r == NULL) {
+		struct tc_record *chunk = mmap(NULL, TC_CHUNK * sizeof(*chunk), PROT_READ | PROT_WRITE,
+					       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (chunk == MAP_FAILED)
+			return TC_NONE;
+		chunk[0].owned = 1;
+		for (int i = 0; i + 1 < TC_CHUNK; i++)
+			chunk[i].next = &chunk[i + 1];
+		head = __atomic_load_n(&tc_registry, __ATOMIC_RELAXED);
+		do
+			chunk[TC_CHUNK - 1].next = head;
+		while (!__atomic_compare_exchange_n(&tc_registry, &head, chunk, 1, __ATOMIC_RELEASE,
+						    __ATOMIC_RELAXED));
+		r = chunk;
+	}
+	if (pthread_setspecific(tc_key, r) != 0) {
+		__atomic_store_n(&r->owned, 0, __ATOMIC_RELEASE);
+		return TC_NONE;
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return tc_self = r;
+}
+
+/* The calling thread's record, marked busy, or NULL (none; or a handler
+ * on top of its own thread's use: the pools' path). */
+ALWAYS_INLINE struct tc_record *tc_enter(void)
+{
+	struct tc_record *r = tc_self;
+
+	if (UNLIKELY(r == NULL))
+		r = tc_claim();
+	if (UNLIKELY(r == TC_NONE || r->busy))
+		return NULL;
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return r;
+}
+
+ALWAYS_INLINE void tc_leave(struct tc_record *r)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	r->busy = 0;
+}
+
+/* An object of class c (< TC_NCLASS) from the thread's cache, or NULL. */
+ALWAYS_INLINE void *tc_pop(unsigned c)
+{
+	struct tc_record *r = tc_enter();
+	intptr_t obj = 0;
+	uint32_t n;
+
+	if (r == NULL)
+		return NULL;
+	n = r->count[c];
+	if (LIKELY(n != 0)) {
+		obj = r->slot[c][n - 1];
+#if RSK_INJECTING
+		if (tc_broken())
+			goto out;
+#endif
+		__atomic_store_n(&r->slot[c][n - 1], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&r->count[c], n - 1, __ATOMIC_RELAXED);
+	}
+#if RSK_INJECTING
+out:
+#endif
+	tc_leave(r);
+	return (void *)obj;
+}
+
+/* Keep obj of class c (< TC_NCLASS) in the thread's cache; 0 if there is
+ * no cache (the caller frees it to the pool).  A full class first moves
+ * half of its objects to the pool. */
+static int tc_push(unsigned c, void *obj, struct rsk_pool *p)
+{
+	struct tc_record *r = tc_enter();
+	intptr_t out[TC_OBJS];
+	uint32_t n, cap = tc_cap(c), k = 0;
+
+	if (r == NULL)
+		return 0;
+	n = r->count[c];
+	if (UNLIKELY(n >= cap)) {
+		/* Out of the slots first; to the pool once no longer busy. */
+		for (k = 0; k < cap - cap / 2; k++) {
+			out[k] = r->slot[c][--n];
+			__atomic_store_n(&r->slot[c][n], 0, __ATOMIC_RELAXED);
+		}
+	}
+	__atomic_store_n(&r->slot[c][n], (intptr_t)obj, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->count[c], n + 1, __ATOMIC_RELAXED);
+	tc_leave(r);
+	while (k > 0)
+		rsk_pool_free_slow_(p, (void *)out[--k], RSK_NO_INDEX);
+	return 1;
+}
+
+/* malloc_trim: the calling thread's own objects go back. */
+static void tc_drain_self(void)
+{
+	struct tc_record *r = tc_self;
+
+	if (r == NULL || r == TC_NONE || r->busy)
+		return;
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	tc_record_drain(r);
+	tc_leave(r);
+}
+
+/* Objects of class c in every thread's cache (statistics: a sum of
+ * counts other threads change meanwhile). */
+static size_t tc_cached(unsigned c)
+{
+	size_t n = 0;
+
+	if (c >= TC_NCLASS)
+		return 0;
+	for (struct tc_record *r = __atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE); r != NULL;
+	     r = r->next)
+		n += __atomic_load_n(&r->count[c], __ATOMIC_RELAXED);
+	return n;
+}
+
 /* ---- release of free memory ---- */
 
 /* Milliseconds of a monotonic clock, modulo the width of a long: only
@@ -901,6 +1188,11 @@ static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
 
 	if (!ensure_init())
 		return boot_alloc(align, n);
+	if (ret == RSK_NO_INDEX && c < TC_NCLASS && !check_mode) {
+		obj = tc_pop(c);
+		if (obj != NULL)
+			return obj;
+	}
 	if (check_mode) {
 		size_t s = n + CHECK_EXTRA;
 		if (align > 16) {
@@ -1170,6 +1462,8 @@ static NOINLINE void free_small_slow(void *p, unsigned c, int ret)
 	}
 	if (((uintptr_t)p & (pl->align - 1)) != 0)
 		bad_pointer("free of a misaligned pointer", p);
+	if (ret == RSK_NO_INDEX && c < TC_NCLASS && tc_push(c, p, pl))
+		return;
 	while (rsk_percpu_again(ret, &aborts))
 		if ((ret = cache_try_push(c, p)) == RSK_OK)
 			return;
@@ -1443,8 +1737,10 @@ static void stats_fill(struct rsk_malloc_stats *st)
 			continue;
 		st->mode = p->mode == RSK_INDEX_CID; /* the mode in effect */
 		st->mapped += ps.bytes_mapped;
-		st->in_use += ps.in_use * sz;
-		st->cached += ps.cached * sz;
+		/* A thread cache's objects are in use for the pool, free here. */
+		size_t tc = tc_cached(c);
+		st->in_use += (ps.in_use > tc ? ps.in_use - tc : 0) * sz;
+		st->cached += (ps.cached + tc) * sz;
 		st->central += ps.depot * sz;
 	}
 	st->cpu_bound = CPU_BOUND;
@@ -1610,6 +1906,7 @@ API int rsk_malloc_trim(size_t pad)
 	(void)pad;
 	if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 2)
 		return 0;
+	tc_drain_self();
 	return release_free(1) > 0;
 }
 
