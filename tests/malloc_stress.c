@@ -13,6 +13,9 @@
  *     large-block cache;
  *   - fork() while the others allocate: the child checks blocks it
  *     inherited, allocates and frees, and exits;
+ *   - signal handlers that allocate, check and free on top of their own
+ *     thread's malloc and free (and keep a block from one signal to the
+ *     next);
  * then: every block freed and the caches drained, the bytes in use are
  * back where they started (nothing lost).
  *
@@ -26,6 +29,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,6 +324,63 @@ static void *forker(void *arg)
 	return NULL;
 }
 
+/* ---- signal handlers that allocate on top of their own thread ---- */
+
+static __thread void *sig_keep;
+static __thread size_t sig_keep_n;
+static long sig_count;		       /* atomic */
+static int sig_done, sig_release;      /* atomic */
+
+static void on_usr1(int sig)
+{
+	int saved = errno;
+	uint64_t s = (uint64_t)__atomic_add_fetch(&sig_count, 1, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15ull + 1;
+	void *v[4];
+
+	(void)sig;
+	for (int i = 0; i < 4; i++)
+		v[i] = make(16 + rnd(&s) % 1100);
+	for (int i = 0; i < 4; i++)
+		if (v[i] != NULL && check(v[i], ((struct hdr *)v[i])->size))
+			free(v[i]);
+	if (sig_keep != NULL && check(sig_keep, sig_keep_n))
+		free(sig_keep);
+	sig_keep_n = 16 + rnd(&s) % 600;
+	sig_keep = make(sig_keep_n);
+	errno = saved;
+}
+
+/* Small blocks (the thread caches' classes) in a loop that the signals
+ * interrupt; then the handler's kept block goes, and the thread waits
+ * until no more signals come. */
+static void *sig_worker(void *arg)
+{
+	uint64_t s = (uintptr_t)arg * 0x9e3779b97f4a7c15ull + 3;
+	void *ring[8] = { 0 };
+	size_t size[8] = { 0 };
+	sigset_t set;
+
+	for (long it = 0; it < iters * 20; it++) {
+		int k = (int)(it & 7);
+		if (ring[k] != NULL && check(ring[k], size[k]))
+			free(ring[k]);
+		size[k] = 16 + rnd(&s) % 1100;
+		ring[k] = make(size[k]);
+	}
+	for (int k = 0; k < 8; k++)
+		if (ring[k] != NULL && check(ring[k], size[k]))
+			free(ring[k]);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (sig_keep != NULL && check(sig_keep, sig_keep_n))
+		free(sig_keep);
+	__atomic_add_fetch(&sig_done, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&sig_release, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	return NULL;
+}
+
 /* Large blocks only (above the small classes, 260 KiB to 1.3 MiB: the
  * large-block cache's sizes), each thread keeping a few and freeing them
  * in random order, so that the threads take each other's freed blocks
@@ -365,7 +426,7 @@ int main(int argc, char **argv)
 			return 2;
 	}
 	alarm(240);
-	tap_plan(6);
+	tap_plan(7);
 	malloc_trim(0);
 	rsk_malloc_stats(&st0, -1);
 	t = calloc((size_t)nthreads, sizeof(*t));
@@ -408,6 +469,28 @@ int main(int argc, char **argv)
 			pthread_join(t[i], NULL);
 		tap_ok(errors == before, "large blocks: %d threads x %ld blocks of 260 KiB to 1.3 MiB (%ld errors)",
 		       n, iters / 10, errors - before);
+	}
+	/* signals: handlers allocate on top of malloc and free */
+	{
+		long before = errors;
+		int n = nthreads < 8 ? nthreads : 8;
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_usr1;
+		sa.sa_flags = SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGUSR1, &sa, NULL);
+		for (int i = 0; i < n; i++)
+			pthread_create(&t[i], NULL, sig_worker, (void *)(uintptr_t)(i + 1));
+		for (unsigned k = 0; __atomic_load_n(&sig_done, __ATOMIC_ACQUIRE) < n; k++) {
+			pthread_kill(t[k % (unsigned)n], SIGUSR1);
+		}
+		__atomic_store_n(&sig_release, 1, __ATOMIC_RELEASE);
+		for (int i = 0; i < n; i++)
+			pthread_join(t[i], NULL);
+		tap_ok(errors == before && sig_count > 0,
+		       "signals: %ld handlers allocated and freed on top of %d threads' malloc and free (%ld errors)",
+		       sig_count, n, errors - before);
 	}
 	free(t);
 	tap_ok(handed == taken, "every handed-over block freed (%ld of %ld)", taken, handed);
