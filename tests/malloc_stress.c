@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <malloc.h>
@@ -330,6 +331,7 @@ static __thread void *sig_keep;
 static __thread size_t sig_keep_n;
 static long sig_count;		       /* atomic */
 static int sig_done, sig_release;      /* atomic */
+static int sig_phase;
 
 static void on_usr1(int sig)
 {
@@ -425,8 +427,17 @@ int main(int argc, char **argv)
 		else
 			return 2;
 	}
+	/* Check mode's debug pools refuse a handler that interrupts them
+	 * (rsk_pool_create(3)): no signal phase there.  (rseqkit-malloc(7)
+	 * promises programs nothing in handlers; the phase checks that the
+	 * caches stay exact anyway.) */
+	{
+		const char *cm = getenv("RSEQKIT_MALLOC_CHECK");
+		sig_phase = cm == NULL || (strcmp(cm, "1") && strcasecmp(cm, "yes") &&
+					   strcasecmp(cm, "true") && strcasecmp(cm, "on"));
+	}
 	alarm(240);
-	tap_plan(7);
+	tap_plan(sig_phase ? 7 : 6);
 	malloc_trim(0);
 	rsk_malloc_stats(&st0, -1);
 	t = calloc((size_t)nthreads, sizeof(*t));
@@ -471,7 +482,9 @@ int main(int argc, char **argv)
 		       n, iters / 10, errors - before);
 	}
 	/* signals: handlers allocate on top of malloc and free */
-	{
+	if (!sig_phase) {
+		tap_diag("no signal phase in check mode (its debug pools refuse handlers)");
+	} else {
 		long before = errors;
 		int n = nthreads < 8 ? nthreads : 8;
 		struct sigaction sa;
