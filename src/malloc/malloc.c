@@ -550,8 +550,7 @@ static void do_init(void)
 	}
 	index_mode = env_is("RSEQKIT_MALLOC_INDEX", "cid") ? RSK_INDEX_CID : RSK_INDEX_CPU;
 	cache_init();
-	if (!check_mode)
-		tc_init();
+	tc_init();
 }
 
 /* 1 when the allocator is ready; 0 when the caller is the thread that is
@@ -771,14 +770,10 @@ static struct tc_record *tc_registry; /* atomic */
 static __thread struct tc_record *tc_self __attribute__((tls_model("initial-exec")));
 static pthread_mutex_t tc_lock = PTHREAD_MUTEX_INITIALIZER; /* thread exit against fork */
 static pthread_key_t tc_key;
-static int tc_key_ok; /* 1: the key exists and setting it never allocates */
-
-static uint32_t tc_cap(unsigned c)
-{
-	size_t k = (size_t)4096 / class_size(c);
-
-	return k > TC_OBJS ? TC_OBJS : (uint32_t)k;
-}
+/* 1: thread caches (the key exists and setting it never allocates);
+ * 0: not initialised yet; -1: none (check mode, no key). */
+static int tc_state;
+static uint8_t tc_caps[TC_NCLASS]; /* class c's bound: 32 objects, 4 KiB */
 
 /* Negative control (the injection build, tests/malloc_negative.sh):
  * RSEQKIT_INJECT_BROKEN_MCACHE=1 makes a pop leave the object in the
@@ -857,16 +852,24 @@ static void tc_fork_child(void)
  * before the child's here). */
 static void tc_init(void)
 {
-	if (pthread_key_create(&tc_key, tc_thread_exit) != 0)
-		return;
+	int st = -1;
+
+	for (unsigned c = 0; c < TC_NCLASS; c++) {
+		size_t k = (size_t)4096 / class_size(c);
+		tc_caps[c] = (uint8_t)(k > TC_OBJS ? TC_OBJS : k);
+	}
+	if (check_mode || pthread_key_create(&tc_key, tc_thread_exit) != 0)
+		goto out;
 #ifdef __GLIBC__
 	/* glibc's first 32 keys live in the thread's descriptor: setting one
 	 * allocates nothing.  Beyond them: no thread caches. */
 	if (tc_key >= 32)
-		return;
+		goto out;
 #endif
 	if (pthread_atfork(tc_fork_prepare, tc_fork_parent, tc_fork_child) == 0)
-		tc_key_ok = 1;
+		st = 1;
+out:
+	__atomic_store_n(&tc_state, st, __ATOMIC_RELEASE);
 }
 
 /* A free record for the calling thread (lock-free, async-signal-safe:
@@ -874,13 +877,18 @@ static void tc_init(void)
 static NOINLINE struct tc_record *tc_claim(void)
 {
 	struct tc_record *r, *head;
+	int st;
 
 	/* A handler that runs while this claims finds none: a record it
 	 * claimed would be replaced, never given back, when this returns. */
 	tc_self = TC_NONE;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (!tc_key_ok)
+	st = __atomic_load_n(&tc_state, __ATOMIC_ACQUIRE);
+	if (st <= 0) {
+		if (st == 0)
+			tc_self = NULL; /* before initialisation: ask again later */
 		return TC_NONE;
+	}
 	for (r = __atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE); r != NULL; r = r->next) {
 		int free_ = 0;
 		if (__atomic_load_n(&r->owned, __ATOMIC_RELAXED) == 0 &&
@@ -958,30 +966,44 @@ out:
 	return (void *)obj;
 }
 
-/* Keep obj of class c (< TC_NCLASS) in the thread's cache; 0 if there is
- * no cache (the caller frees it to the pool).  A full class first moves
- * half of its objects to the pool. */
-static int tc_push(unsigned c, void *obj, struct rsk_pool *p)
+/* tc_push() to a full class (r busy): half of it, and then obj, go. */
+static NOINLINE void tc_flush(struct tc_record *r, unsigned c, void *obj)
 {
-	struct tc_record *r = tc_enter();
+	struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
 	intptr_t out[TC_OBJS];
-	uint32_t n, cap = tc_cap(c), k = 0;
+	uint32_t n = r->count[c], k;
 
-	if (r == NULL)
-		return 0;
-	n = r->count[c];
-	if (UNLIKELY(n >= cap)) {
-		/* Out of the slots first; to the pool once no longer busy. */
-		for (k = 0; k < cap - cap / 2; k++) {
-			out[k] = r->slot[c][--n];
-			__atomic_store_n(&r->slot[c][n], 0, __ATOMIC_RELAXED);
-		}
+	/* Out of the slots first; to the pool once no longer busy. */
+	for (k = 0; k < n - n / 2; k++) {
+		out[k] = r->slot[c][n - 1 - k];
+		__atomic_store_n(&r->slot[c][n - 1 - k], 0, __ATOMIC_RELAXED);
 	}
+	n -= k;
 	__atomic_store_n(&r->slot[c][n], (intptr_t)obj, __ATOMIC_RELAXED);
 	__atomic_store_n(&r->count[c], n + 1, __ATOMIC_RELAXED);
 	tc_leave(r);
 	while (k > 0)
 		rsk_pool_free_slow_(p, (void *)out[--k], RSK_NO_INDEX);
+}
+
+/* Keep obj of class c (< TC_NCLASS) in the thread's cache; 0 if there is
+ * no cache (the caller frees it to the pool).  A full class first moves
+ * half of its objects to the pool. */
+ALWAYS_INLINE int tc_push(unsigned c, void *obj)
+{
+	struct tc_record *r = tc_enter();
+	uint32_t n;
+
+	if (r == NULL)
+		return 0;
+	n = r->count[c];
+	if (UNLIKELY(n >= tc_caps[c])) {
+		tc_flush(r, c, obj);
+		return 1;
+	}
+	__atomic_store_n(&r->slot[c][n], (intptr_t)obj, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->count[c], n + 1, __ATOMIC_RELAXED);
+	tc_leave(r);
 	return 1;
 }
 
@@ -1181,18 +1203,13 @@ static enum rsk_result settled(int ret, enum rsk_result instead)
 	return ret == RSK_CMPFAIL || ret == RSK_ABORTED ? instead : (enum rsk_result)ret;
 }
 
-static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
+static NOINLINE void *small_pool(unsigned c, size_t n, size_t align, int ret)
 {
 	struct rsk_pool *p;
 	void *obj;
 
 	if (!ensure_init())
 		return boot_alloc(align, n);
-	if (ret == RSK_NO_INDEX && c < TC_NCLASS && !check_mode) {
-		obj = tc_pop(c);
-		if (obj != NULL)
-			return obj;
-	}
 	if (check_mode) {
 		size_t s = n + CHECK_EXTRA;
 		if (align > 16) {
@@ -1236,6 +1253,9 @@ static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
 	return obj;
 }
 
+/* Where the attempt found no index, the thread's cache comes first (a
+ * thread cache exists only once the allocator is initialised, and never
+ * in check mode). */
 ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
 {
 	intptr_t obj;
@@ -1243,7 +1263,12 @@ ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
 
 	if (LIKELY(ret == RSK_OK))
 		return (void *)obj;
-	return small_slow(c, n, align, ret);
+	if (ret == RSK_NO_INDEX && c < TC_NCLASS) {
+		void *o = tc_pop(c);
+		if (LIKELY(o != NULL))
+			return o;
+	}
+	return small_pool(c, n, align, ret);
 }
 
 /* ---- large blocks: mapped one by one ----
@@ -1449,7 +1474,7 @@ ALWAYS_INLINE void *do_malloc(size_t n)
 
 /* free() of a small object past its first attempt (ret): the retries,
  * check mode, a flush. */
-static NOINLINE void free_small_slow(void *p, unsigned c, int ret)
+static NOINLINE void free_small_pool(void *p, unsigned c, int ret)
 {
 	struct rsk_pool *pl = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
 	unsigned aborts = 0;
@@ -1462,8 +1487,6 @@ static NOINLINE void free_small_slow(void *p, unsigned c, int ret)
 	}
 	if (((uintptr_t)p & (pl->align - 1)) != 0)
 		bad_pointer("free of a misaligned pointer", p);
-	if (ret == RSK_NO_INDEX && c < TC_NCLASS && tc_push(c, p, pl))
-		return;
 	while (rsk_percpu_again(ret, &aborts))
 		if ((ret = cache_try_push(c, p)) == RSK_OK)
 			return;
@@ -1472,6 +1495,15 @@ static NOINLINE void free_small_slow(void *p, unsigned c, int ret)
 	if (cache_try_push(c, p) == RSK_OK)
 		return;
 	rsk_pool_free_slow_(pl, p, settled(ret, RSK_FULL));
+}
+
+/* free() of a small object of class c whose attempt failed (ret): where
+ * it found no index, the thread's cache first (none in check mode). */
+ALWAYS_INLINE void free_small_slow(void *p, unsigned c, int ret)
+{
+	if (ret == RSK_NO_INDEX && c < TC_NCLASS && tc_push(c, p))
+		return;
+	free_small_pool(p, c, ret);
 }
 
 /* free() of a pointer whose entry is not a small object. */
