@@ -67,10 +67,21 @@
 #define PAGE	  ((size_t)4096) /* the page map's granule, whatever the system page */
 #define PAGE_SHIFT 12
 
+/* Classes of 129 to 1024 bytes by (n + 15) / 16 - 9: a load, shorter than
+ * the computation below on the way to the cache. */
+static const unsigned char sc_mid[56] = {
+	8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13,
+	14, 14, 14, 14, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16,
+	17, 17, 17, 17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18, 18,
+	19, 19, 19, 19, 19, 19, 19, 19,
+};
+
 ALWAYS_INLINE unsigned size_class(size_t n)
 {
 	if (n <= 128)
 		return n != 0 ? (unsigned)((n - 1) >> 4) : 0;
+	if (n <= 1024)
+		return sc_mid[((n + 15) >> 4) - 9];
 	unsigned k = (unsigned)(63 - __builtin_clzll((unsigned long long)(n - 1)));
 	return 8 + (k - 7) * 4 + (unsigned)((n - 1) >> (k - 2)) - 4;
 }
