@@ -8,7 +8,7 @@
 # by mm_cid, check mode, and the tight small-block loop (-H) with and
 # without rseq; and malloc_conform.t and malloc_stress.t with 64 KiB
 # system pages emulated on whatever the kernel has (RSEQKIT_MALLOC_PAGE_,
-# a test knob: large blocks in whole pages, as on ppc64le's and some
+# a test knob: large blocks in whole pages, as on some ppc64le and
 # arm64 kernels).  One TAP line per run: its own lines must all be "ok".
 BUILD=${BUILD:-build}
 T=$BUILD/tests/malloc_stress.t

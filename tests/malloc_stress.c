@@ -10,7 +10,7 @@
  *     THREADS threads (64 by default: more than the CPUs);
  *   - thread churn: short-lived threads that allocate, hand over, exit;
  *   - large blocks (260 KiB to 1.3 MiB) on up to 8 threads, through the
- *     large-block cache;
+ *     large-block cache, half of the threads moving theirs with realloc;
  *   - fork() while the others allocate: the child checks blocks it
  *     inherited, allocates and frees, and exits;
  *   - signal handlers that allocate, check and free on top of their own
@@ -386,21 +386,46 @@ static void *sig_worker(void *arg)
 /* Large blocks only (above the small classes, 260 KiB to 1.3 MiB: the
  * large-block cache's sizes), each thread keeping a few and freeing them
  * in random order, so that the threads take each other's freed blocks
- * out of the cache at once. */
+ * out of the cache at once; every second thread reallocates its blocks
+ * instead (mremap, which moves them), so that the others map new blocks
+ * where moved ones were. */
 static void *large_worker(void *arg)
 {
 	uint64_t s = (uintptr_t)arg * 0x9e3779b97f4a7c15ull + 7;
 	void *keep[4] = { 0 };
 	size_t len[4] = { 0 };
+	int mover = (uintptr_t)arg % 2 == 0;
 
 	for (long i = 0; i < iters / 10; i++) {
 		int k = (int)(rnd(&s) % 4);
+		size_t n = (260 << 10) + rnd(&s) % (1 << 20);
 
+		if (keep[k] != NULL && mover && check(keep[k], len[k])) {
+			struct hdr *h = realloc(keep[k], n);
+			unsigned char *b = (unsigned char *)h;
+			if (h == NULL) {
+				report("realloc of a large block returned NULL", keep[k], keep[k], n);
+				keep[k] = NULL;
+				continue;
+			}
+			for (size_t j = sizeof(*h); j < 256; j++)
+				if (b[j] != (unsigned char)(h->tag + j)) {
+					report("realloc of a large block lost contents", h, h, n);
+					break;
+				}
+			/* The same tag, the new size and its tail. */
+			h->size = n;
+			for (size_t j = n - 64; j < n; j++)
+				b[j] = (unsigned char)(h->tag + j);
+			keep[k] = h;
+			len[k] = n;
+			continue;
+		}
 		if (keep[k] != NULL) {
 			check(keep[k], len[k]);
 			free(keep[k]);
 		}
-		len[k] = (260 << 10) + rnd(&s) % (1 << 20);
+		len[k] = n;
 		keep[k] = make(len[k]);
 	}
 	for (int k = 0; k < 4; k++)

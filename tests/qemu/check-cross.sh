@@ -92,8 +92,7 @@ commands() {
 		done
 	done
 	# The allocator: its conformance test, and its stress (producers
-	# and consumers, churn, fork) in both index modes and without rseq;
-	# on ppc64le with the kernel's 64 KiB pages.
+	# and consumers, churn, fork) in both index modes and without rseq.
 	echo "malloc.conform /bin/malloc_conform.t"
 	echo "malloc.stress.cpu /bin/malloc_stress.t -t $MALLOC_THREADS"
 	echo "malloc.stress.cid RSEQKIT_MALLOC_INDEX=cid /bin/malloc_stress.t -t $MALLOC_THREADS"
