@@ -246,6 +246,7 @@ static unsigned long last_release_ms;	 /* atomic: the last timed release */
 #define CAP_MAX	   126
 #define PART_BYTES ((size_t)1024) /* count, gate, CAP_MAX slots */
 #define CPU_BOUND  ((size_t)3 << 20)
+#define LF_N	   2 /* large blocks in a CPU's front cache */
 
 struct cpu_hdr {
 	uint32_t lim[NCLASS];  /* soft capacity (objects); 0: not set yet */
@@ -253,6 +254,12 @@ struct cpu_hdr {
 	int used;	       /* a slow path has run on this index */
 	uint32_t miss[NCLASS] __attribute__((aligned(128))); /* empty or full */
 	uint32_t seen[NCLASS] __attribute__((aligned(128))); /* miss at the last release */
+	/* The large-block front cache of the index (lf_take, lf_put): the
+	 * slots, the gate of their sections, and what the timed release saw
+	 * in them (written under the gate). */
+	intptr_t lf_slot[LF_N] __attribute__((aligned(128)));
+	intptr_t lf_gate;
+	intptr_t lf_seen[LF_N];
 } __attribute__((aligned(128)));
 
 /* Powers of two, so that the fast paths' addresses are shifts and adds. */
@@ -1303,10 +1310,24 @@ ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
  * few cache lines only, never on a lock a preempted holder keeps.  A slot's
  * time is a hint: a race can make a block look older, which only unmaps
  * it sooner.
+ *
+ * In front of it each CPU (index) keeps LF_N freed blocks of up to
+ * LF_MAX_BLOCK bytes in its region's header (lf_slot: the same words),
+ * taken and put by one gated compare-and-store section each, so that a
+ * thread that frees and allocates large blocks on its CPU touches no
+ * line another CPU writes.  A block there still counts in large_blocks
+ * and large_bytes (statistics subtract the front caches' blocks when they
+ * are read), so the sections are the whole cost.  A thread that cannot
+ * run a section, a section that fails, a full or empty front cache: the
+ * shared cache.  The timed release closes a front cache's gate and
+ * unmaps a block it finds in the same slot as at the previous release
+ * (every one at malloc_trim): the same word may be a block taken and put
+ * back meanwhile, which is only unmapped sooner.
  */
 #define LC_N	     16
 #define LC_MAX_BLOCK ((size_t)16 << 20) /* its pages - 1 fit below a 4 KiB or larger page */
 #define LC_MAX_BYTES ((size_t)64 << 20)
+#define LF_MAX_BLOCK ((size_t)4 << 20)
 
 static struct {
 	size_t bytes;		  /* atomic: the bytes of the cached blocks */
@@ -1379,14 +1400,126 @@ static int lc_put(char *p, size_t len, unsigned long now)
 	return 0;
 }
 
-/* Unmap the cached blocks kept for the release interval or more at `now`
- * (all of them: all); returns how many. */
-static int lc_flush(int all, unsigned long now)
+/* A block of at least len bytes (at most 5/4 of it) from the front cache
+ * of the caller's index, its length in *got; NULL: none there, no index,
+ * or a failed section (the caller asks the shared cache).  The block was
+ * put by a section on this index: its pages are as the putter left them
+ * (the put commits with release). */
+static char *lf_take(size_t len, size_t *got)
+{
+	uint32_t ioff = fast_ioff, i;
+	rsk_arch_area_t area;
+	struct cpu_hdr *h;
+
+	if (!rsk_percpu_enter_(rsk_area_offset_(), ioff,
+			       __atomic_load_n(&fast_nr, __ATOMIC_ACQUIRE), &area, &i))
+		return NULL;
+	h = hdr_of(i);
+	for (int k = 0; k < LF_N; k++) {
+		intptr_t w = __atomic_load_n(&h->lf_slot[k], __ATOMIC_RELAXED);
+		size_t l = lc_len((uintptr_t)w);
+
+		if (w == 0 || l < len || l - len > len / 4)
+			continue;
+		if (RSK_PERCPU_OP_(cmpstore, ioff, area, i, &h->lf_gate, &h->lf_slot[k], w, 0) !=
+		    RSK_OK)
+			return NULL;
+		*got = l;
+		return (char *)((uintptr_t)w & ~(uintptr_t)(sys_pg - 1));
+	}
+	return NULL;
+}
+
+/* Keep a freed block of len bytes in the front cache of the caller's
+ * index; 0 if it does not fit there (the caller tries the shared cache). */
+static int lf_put(char *p, size_t len)
+{
+	uint32_t ioff = fast_ioff, i;
+	rsk_arch_area_t area;
+	struct cpu_hdr *h;
+	intptr_t w = (intptr_t)((uintptr_t)p | ((len >> sys_shift) - 1));
+
+	if (len > LF_MAX_BLOCK ||
+	    !rsk_percpu_enter_(rsk_area_offset_(), ioff,
+			       __atomic_load_n(&fast_nr, __ATOMIC_ACQUIRE), &area, &i))
+		return 0;
+	h = hdr_of(i);
+	for (int k = 0; k < LF_N; k++) {
+		if (__atomic_load_n(&h->lf_slot[k], __ATOMIC_RELAXED) != 0)
+			continue;
+		/* Release: whoever takes it sees the block as we left it. */
+		return RSK_PERCPU_OP_(cmpstore_release, ioff, area, i, &h->lf_gate, &h->lf_slot[k],
+				      0, w) == RSK_OK;
+	}
+	return 0;
+}
+
+/* Unmap the front caches' blocks that were in their slot at the previous
+ * release too (all: every one); returns how many.  Each front cache with
+ * a block (or a remembered one) is visited under its gate. */
+static int lf_flush(int all)
 {
 	int n = 0;
 
+	for (int i = 0; cache_base != NULL && i < cache_nr; i++) {
+		struct cpu_hdr *h = hdr_of((uint32_t)i);
+		int any = 0;
+
+		for (int k = 0; k < LF_N; k++)
+			any |= __atomic_load_n(&h->lf_slot[k], __ATOMIC_RELAXED) != 0 ||
+			       __atomic_load_n(&h->lf_seen[k], __ATOMIC_RELAXED) != 0;
+		/* A gate this thread holds already (a handler on top of its
+		 * own release) or one that cannot be had: left for later. */
+		if (!any || rsk_gate_close(&h->lf_gate, fast_mode, i) != 0)
+			continue;
+		for (int k = 0; k < LF_N; k++) {
+			intptr_t w = __atomic_load_n(&h->lf_slot[k], __ATOMIC_RELAXED);
+			size_t l = lc_len((uintptr_t)w);
+
+			if (w != 0 &&
+			    (all || w == __atomic_load_n(&h->lf_seen[k], __ATOMIC_RELAXED))) {
+				__atomic_store_n(&h->lf_slot[k], 0, __ATOMIC_RELAXED);
+				__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
+				__atomic_sub_fetch(&large_bytes, l, __ATOMIC_RELAXED);
+				k_munmap((void *)((uintptr_t)w & ~(uintptr_t)(sys_pg - 1)), l);
+				w = 0;
+				n++;
+			}
+			__atomic_store_n(&h->lf_seen[k], w, __ATOMIC_RELAXED);
+		}
+		rsk_gate_open(&h->lf_gate);
+	}
+	return n;
+}
+
+/* The blocks in the front caches and their bytes (statistics: slots
+ * other threads change meanwhile). */
+static size_t lf_cached(size_t *blocks)
+{
+	size_t bytes = 0;
+
+	*blocks = 0;
+	for (int i = 0; cache_base != NULL && i < cache_nr; i++)
+		for (int k = 0; k < LF_N; k++) {
+			intptr_t w = __atomic_load_n(&hdr_of((uint32_t)i)->lf_slot[k],
+						     __ATOMIC_RELAXED);
+			if (w != 0) {
+				bytes += lc_len((uintptr_t)w);
+				++*blocks;
+			}
+		}
+	return bytes;
+}
+
+/* Unmap the cached blocks kept for the release interval or more at `now`
+ * (all of them: all), the front caches' as lf_flush says; returns how
+ * many. */
+static int lc_flush(int all, unsigned long now)
+{
+	int n = lf_flush(all);
+
 	if (__atomic_load_n(&lc.bytes, __ATOMIC_RELAXED) == 0)
-		return 0;
+		return n;
 	for (int i = 0; i < LC_N; i++) {
 		uintptr_t w = __atomic_load_n(&lc.slot[i], __ATOMIC_ACQUIRE);
 
@@ -1422,6 +1555,15 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
 	total = len + extra;
 	if ((len >> PAGE_SHIFT) > (UINTPTR_MAX >> 2))
 		goto nomem;
+	if (extra == 0 && (p = lf_take(len, &total)) != NULL) {
+		/* Counted in the statistics while it was in the front cache. */
+		len = total;
+		if (zero)
+			memset(p, 0, len);
+		if (pm_set(p, len, ((uintptr_t)(len >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0)
+			goto unmap;
+		return p;
+	}
 	if (extra == 0 && (p = lc_take(len, &total)) != NULL) {
 		len = total;
 		if (zero)
@@ -1444,13 +1586,15 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
 			k_munmap(p + len, (size_t)(m + total - (p + len)));
 	}
 found:
-	if (pm_set(p, len, ((uintptr_t)(len >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0) {
-		k_munmap(p, len);
-		goto nomem;
-	}
 	__atomic_add_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&large_bytes, len, __ATOMIC_RELAXED);
+	if (pm_set(p, len, ((uintptr_t)(len >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0)
+		goto unmap;
 	return p;
+unmap:
+	__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
+	k_munmap(p, len);
 nomem:
 	errno = ENOMEM;
 	return NULL;
@@ -1464,11 +1608,13 @@ static void large_free(void *p, uintptr_t e)
 	if (((uintptr_t)p & (sys_pg - 1)) != 0)
 		bad_pointer("free of a pointer never returned by malloc (inside a large block):", p);
 	pm_set(p, PAGE, 0, 1);
-	__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
-	__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
 	t = now_ms(); /* one clock read for the cache and the release */
-	if (!lc_put(p, len, t))
-		k_munmap(p, len);
+	if (!lf_put(p, len)) {
+		__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
+		if (!lc_put(p, len, t))
+			k_munmap(p, len);
+	}
 	maybe_release_at(t);
 }
 
@@ -1799,10 +1945,16 @@ static void stats_fill(struct rsk_malloc_stats *st)
 		if (cap > st->cpu_capacity_max)
 			st->cpu_capacity_max = cap;
 	}
+	/* The front caches' blocks count in large_blocks and large_bytes. */
 	st->large_blocks = __atomic_load_n(&large_blocks, __ATOMIC_RELAXED);
 	st->large_bytes = __atomic_load_n(&large_bytes, __ATOMIC_RELAXED);
-	st->cached += __atomic_load_n(&lc.bytes, __ATOMIC_RELAXED);
 	st->mapped += st->large_bytes + __atomic_load_n(&lc.bytes, __ATOMIC_RELAXED);
+	{
+		size_t fb, fbytes = lf_cached(&fb);
+		st->large_blocks = st->large_blocks > fb ? st->large_blocks - fb : 0;
+		st->large_bytes = st->large_bytes > fbytes ? st->large_bytes - fbytes : 0;
+		st->cached += fbytes + __atomic_load_n(&lc.bytes, __ATOMIC_RELAXED);
+	}
 	st->metadata += __atomic_load_n(&pm_leaves, __ATOMIC_RELAXED) * PM_LEAF_N * sizeof(uintptr_t);
 	st->rss = read_rss();
 }
