@@ -4,8 +4,9 @@
  * so malloc, free, ... are its): glibc 2.36's behaviour for every edge case
  * of <rseqkit/malloc.h>, block contents through realloc growth and
  * shrinking, calloc's zeroing of reused memory, alignments up to 1 MiB,
- * ENOMEM with nothing leaked under RLIMIT_AS (in a child), and RSS falling
- * after everything is freed and malloc_trim().
+ * ENOMEM with nothing leaked under RLIMIT_AS (in a child), RSS falling
+ * after everything is freed and malloc_trim(), and freed large blocks
+ * kept for reuse unmapped by malloc_trim() and by the timed release.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -181,7 +182,7 @@ int main(void)
 
 	alarm(120);
 	make_sizes();
-	tap_plan(26);
+	tap_plan(28);
 
 	/* 1: it is ours */
 	p = malloc(1);
@@ -476,6 +477,47 @@ int main(void)
 		       "512 blocks aligned to 2-8 pages of %zu, reallocated, freed: mapped %zu KiB before, "
 		       "%zu KiB after",
 		       pg, v0 >> 10, v1 >> 10);
+	}
+
+	/* 20: a freed large block kept for reuse (in the CPU's front cache,
+	 * or the shared one) counts as cached, not as a large block, and is
+	 * unmapped at malloc_trim, or without it by the timed release (a
+	 * front cache's block at the second release that finds it there) */
+	{
+		struct rsk_malloc_stats s0, s1, s2, s3;
+		size_t mb = (size_t)1 << 20;
+		void *q;
+		malloc_trim(0);
+		rsk_malloc_stats(&s0, -1);
+		q = malloc_v(mb);
+		memset(q, 1, mb);
+		free(q);
+		rsk_malloc_stats(&s1, -1);
+		malloc_trim(0);
+		rsk_malloc_stats(&s2, -1);
+		tap_ok(s1.large_blocks == s0.large_blocks && s1.cached >= s0.cached + mb &&
+			       s2.cached + mb <= s1.cached && s2.mapped + mb <= s1.mapped &&
+			       s2.cached < ((size_t)256 << 10), /* no large block stays cached */
+		       "a freed 1 MiB block: large blocks %zu -> %zu, cached %zu KiB -> %zu KiB, "
+		       "%zu KiB after malloc_trim (mapped %zu KiB -> %zu KiB)",
+		       s0.large_blocks, s1.large_blocks, s0.cached >> 10, s1.cached >> 10,
+		       s2.cached >> 10, s1.mapped >> 10, s2.mapped >> 10);
+		q = malloc_v(mb);
+		memset(q, 1, mb);
+		free(q);
+		rsk_malloc_stats(&s1, -1);
+		/* Two releases a second apart, each from the free of a block
+		 * too large to be kept (unmapped at once). */
+		for (int k = 0; k < 2; k++) {
+			usleep(1100 * 1000);
+			q = malloc_v(20 * mb);
+			free(q);
+		}
+		rsk_malloc_stats(&s3, -1);
+		tap_ok(s3.cached + mb <= s1.cached && s3.mapped + mb <= s1.mapped,
+		       "timed release of a freed 1 MiB block: cached %zu KiB -> %zu KiB, mapped %zu KiB -> "
+		       "%zu KiB",
+		       s1.cached >> 10, s3.cached >> 10, s1.mapped >> 10, s3.mapped >> 10);
 	}
 
 	/* 19: the statistics call */
