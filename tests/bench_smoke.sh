@@ -128,7 +128,7 @@ want="counter-add,rseqkit-fallback spinlock,rseqkit-fallback stack,rseqkit-fallb
 ptrbuf,rseqkit-fallback copybuf16,rseqkit-fallback counter-add,rseqkit-ungated
 spinlock,rseqkit-ungated stack,rseqkit-ungated ptrbuf,rseqkit-ungated
 copybuf16,rseqkit-ungated fence-cpu,rseqkit fence-all,rseqkit workload,rseqkit
-workload,atomic-getcpu workload,mutex"
+workload,atomic-getcpu workload,mutex malloc-16,rseqkit-fallback malloc-256,rseqkit-fallback"
 missing=
 for p in $want; do grep -qx "$p" "$tmp/list" || missing="$missing $p"; done
 [ -z "$missing" ]
@@ -313,7 +313,7 @@ ok $? "an unwritable --outdir fails at once, before the run (exit $rc: $(head -n
 
 # --fallback: only the rows without rseq (and mixed) beside what users
 # write without it, each with its target; its own files, no plots.
-"$BENCH" --fallback --quick --ops counter-add,pcounter-add,stack,pool --threads 1,3 --reps 1 \
+"$BENCH" --fallback --quick --ops counter-add,pcounter-add,stack,pool,malloc-16 --threads 1,3 --reps 1 \
 	--ms 2 --outdir "$tmp/fb" >"$tmp/fb.out" 2>"$tmp/fb.err"
 rc=$?
 fcsv=$tmp/fb/fallback.csv
@@ -321,7 +321,8 @@ got=$(awk -F, 'NR > 1 { print $1 "," $2 "," $3 }' "$fcsv" 2>/dev/null | sort | p
 want=$(for op in counter-add pcounter-add; do
 	for im in rseqkit-fallback rseqkit-mixed atomic-getcpu mutex; do echo "$op,$im,1" "$op,$im,3"; done
 done; for im in rseqkit-fallback mutex; do echo "stack,$im,1" "stack,$im,3"; done
-for im in rseqkit-fallback malloc mutex; do echo "pool,$im,1" "pool,$im,3"; done)
+for im in rseqkit-fallback malloc mutex; do echo "pool,$im,1" "pool,$im,3"; done
+for im in rseqkit-fallback glibc; do echo "malloc-16,$im,1" "malloc-16,$im,3"; done)
 want=$(printf '%s\n' $want | sort | paste -sd' ' -)
 [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ ! -e "$tmp/fb/results.csv" ] && [ -s "$tmp/fb/fallback.json" ] &&
 	! ls "$tmp/fb"/*.svg >/dev/null 2>&1
@@ -329,7 +330,8 @@ ok $? "--fallback runs the fallback, mixed and alternative rows only, into fallb
 [ "$got" = "$want" ] || echo "# got:  $got" && [ "$got" = "$want" ] || echo "# want: $want"
 for l in "^  counter-add  *3 threads .* atomic-getcpu: target <= 1.00x" \
 	"^  pcounter-add  *1 threads .* atomic-getcpu: target <= 1.00x" \
-	"^  stack  *3 threads .* mutex: target <= 1.00x" "^  pool  *1 threads .* malloc: target <= 1.00x"; do
+	"^  stack  *3 threads .* mutex: target <= 1.00x" "^  pool  *1 threads .* malloc: target <= 1.00x" \
+	"^  malloc-16  *3 threads .* glibc: target <= 1.00x"; do
 	grep -q "$l" "$tmp/fb.out" || { echo "# missing: $l"; false; } || break
 done
 ok $? "--fallback prints each fallback / alternative ratio with its target"

@@ -6,7 +6,8 @@
  * the block's address; the same child without check mode runs to its
  * end (the default mode does not see a canary overrun or a double free:
  * what the check is for), except a free of a pointer the page map does
- * not know, which every mode reports.
+ * not know, which every mode reports: a foreign one, and a second free of
+ * a large block (kept for reuse, its page-map entry cleared).
  */
 #include <errno.h>
 #include <signal.h>
@@ -33,6 +34,14 @@ static int child(const char *kind)
 		fflush(stdout);
 		free_v(p);
 		free_v(p);
+	} else if (strcmp(kind, "largedouble") == 0) {
+		/* A freed large block is kept for reuse (in the CPU's or the
+		 * shared cache): a second free is still refused. */
+		q = malloc_v((size_t)1 << 20);
+		printf("%p\n", (void *)q);
+		fflush(stdout);
+		free_v(q);
+		free_v(q);
 	} else if (strcmp(kind, "inside") == 0) {
 		printf("%p\n", (void *)(p + 16));
 		fflush(stdout);
@@ -105,6 +114,7 @@ int main(int argc, char **argv)
 		{ "double", "rseqkit-malloc: double free of ", 0 },
 		{ "inside", "rseqkit-malloc: free of a pointer never returned by malloc: ", 0 },
 		{ "foreign", "rseqkit-malloc: free of a pointer never returned by malloc: ", 1 },
+		{ "largedouble", "rseqkit-malloc: free of a pointer never returned by malloc: ", 1 },
 		{ "canary", "rseqkit-malloc: canary overrun (a write past the end of the block) at ", 0 },
 		{ "afterfree", "write after free (use after free) to ", 0 },
 	};

@@ -4,8 +4,9 @@
  * so malloc, free, ... are its): glibc 2.36's behaviour for every edge case
  * of <rseqkit/malloc.h>, block contents through realloc growth and
  * shrinking, calloc's zeroing of reused memory, alignments up to 1 MiB,
- * ENOMEM with nothing leaked under RLIMIT_AS (in a child), and RSS falling
- * after everything is freed and malloc_trim().
+ * ENOMEM with nothing leaked under RLIMIT_AS (in a child), RSS falling
+ * after everything is freed and malloc_trim(), and freed large blocks
+ * kept for reuse unmapped by malloc_trim() and by the timed release.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -55,6 +56,32 @@ static size_t rss_bytes(void)
 }
 
 /* Sizes: every one up to 1100, then around each class and power of two. */
+/* The system page, or the one RSEQKIT_MALLOC_PAGE_ makes the allocator
+ * emulate (a test knob: rseqkit-malloc(7)). */
+static size_t sys_page(void)
+{
+	const char *v = getenv("RSEQKIT_MALLOC_PAGE_");
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (v != NULL && strtoul(v, NULL, 0) > pg)
+		pg = strtoul(v, NULL, 0);
+	return pg;
+}
+
+/* Bytes of address space mapped (/proc/self/statm's first field). */
+static size_t vm_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long pages = 0;
+
+	if (f != NULL) {
+		if (fscanf(f, "%lu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 static size_t sizes[4000];
 static int nsizes;
 
@@ -155,7 +182,7 @@ int main(void)
 
 	alarm(120);
 	make_sizes();
-	tap_plan(25);
+	tap_plan(28);
 
 	/* 1: it is ours */
 	p = malloc(1);
@@ -326,7 +353,7 @@ int main(void)
 
 	/* 12: valloc, pvalloc */
 	{
-		size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+		size_t pg = sys_page();
 		a = valloc(10);
 		b = pvalloc(1);
 		tap_ok(a != NULL && b != NULL && ((uintptr_t)a & (pg - 1)) == 0 && ((uintptr_t)b & (pg - 1)) == 0 &&
@@ -428,7 +455,72 @@ int main(void)
 		       s0.mapped >> 10, s1.mapped >> 10, s2.mapped >> 10);
 	}
 
-	/* 18: the statistics call */
+	/* 18: large blocks aligned beyond the system page give all their
+	 * pages back: the pieces cut off around them are whole system pages
+	 * (so the kernel unmaps them), and so is what free unmaps */
+	{
+		size_t v0, v1, pg = sys_page();
+		malloc_trim(0);
+		v0 = vm_bytes();
+		for (int i = 0; i < 512; i++) {
+			size_t al = pg << (1 + i % 3), n = i % 2 ? 300000 : 70000 + pg / 2;
+			p = memalign(al, n);
+			if (p == NULL || ((uintptr_t)p & (al - 1)) != 0)
+				break;
+			memset(p, 1, n);
+			p = realloc(p, n + pg + 1000); /* mremap: whole pages too */
+			free(p);
+		}
+		malloc_trim(0);
+		v1 = vm_bytes();
+		tap_ok(v1 < v0 + ((size_t)8 << 20),
+		       "512 blocks aligned to 2-8 pages of %zu, reallocated, freed: mapped %zu KiB before, "
+		       "%zu KiB after",
+		       pg, v0 >> 10, v1 >> 10);
+	}
+
+	/* 20: a freed large block kept for reuse (in the CPU's front cache,
+	 * or the shared one) counts as cached, not as a large block, and is
+	 * unmapped at malloc_trim, or without it by the timed release (a
+	 * front cache's block at the second release that finds it there) */
+	{
+		struct rsk_malloc_stats s0, s1, s2, s3;
+		size_t mb = (size_t)1 << 20;
+		void *q;
+		malloc_trim(0);
+		rsk_malloc_stats(&s0, -1);
+		q = malloc_v(mb);
+		memset(q, 1, mb);
+		free(q);
+		rsk_malloc_stats(&s1, -1);
+		malloc_trim(0);
+		rsk_malloc_stats(&s2, -1);
+		tap_ok(s1.large_blocks == s0.large_blocks && s1.cached >= s0.cached + mb &&
+			       s2.cached + mb <= s1.cached && s2.mapped + mb <= s1.mapped &&
+			       s2.cached < ((size_t)256 << 10), /* no large block stays cached */
+		       "a freed 1 MiB block: large blocks %zu -> %zu, cached %zu KiB -> %zu KiB, "
+		       "%zu KiB after malloc_trim (mapped %zu KiB -> %zu KiB)",
+		       s0.large_blocks, s1.large_blocks, s0.cached >> 10, s1.cached >> 10,
+		       s2.cached >> 10, s1.mapped >> 10, s2.mapped >> 10);
+		q = malloc_v(mb);
+		memset(q, 1, mb);
+		free(q);
+		rsk_malloc_stats(&s1, -1);
+		/* Two releases a second apart, each from the free of a block
+		 * too large to be kept (unmapped at once). */
+		for (int k = 0; k < 2; k++) {
+			usleep(1100 * 1000);
+			q = malloc_v(20 * mb);
+			free(q);
+		}
+		rsk_malloc_stats(&s3, -1);
+		tap_ok(s3.cached + mb <= s1.cached && s3.mapped + mb <= s1.mapped,
+		       "timed release of a freed 1 MiB block: cached %zu KiB -> %zu KiB, mapped %zu KiB -> "
+		       "%zu KiB",
+		       s1.cached >> 10, s3.cached >> 10, s1.mapped >> 10, s3.mapped >> 10);
+	}
+
+	/* 19: the statistics call */
 	tap_ok(rsk_malloc_stats(NULL, -1) == -1 && errno == EINVAL && rsk_malloc_stats(&st, -1) == 0 &&
 		       st.classes > 40 && st.rss > 0,
 	       "rsk_malloc_stats: EINVAL for NULL; %d classes, mapped %zu, cached %zu, central %zu", st.classes,

@@ -6,7 +6,10 @@
 # (RSEQKIT_DISABLE=1: every operation through the gates' slow path),
 # rseqkit registering the threads itself (glibc.pthread.rseq=0), indexed
 # by mm_cid, check mode, and the tight small-block loop (-H) with and
-# without rseq.  One TAP line per run: its own lines must all be "ok".
+# without rseq; and malloc_conform.t and malloc_stress.t with 64 KiB
+# system pages emulated on whatever the kernel has (RSEQKIT_MALLOC_PAGE_,
+# a test knob: large blocks in whole pages, as on some ppc64le and
+# arm64 kernels).  One TAP line per run: its own lines must all be "ok".
 BUILD=${BUILD:-build}
 T=$BUILD/tests/malloc_stress.t
 if [ ! -x "$T" ]; then
@@ -16,17 +19,18 @@ fi
 tmp=$(mktemp) || exit 1
 trap 'rm -f "$tmp"' EXIT
 n=0
-echo "1..7"
-run() { # env, args
+echo "1..10"
+run() { # env, args[, test]
 	n=$((n + 1))
-	env $1 "$T" $2 >"$tmp" 2>&1
+	t=${3:-$T}
+	env $1 "$t" $2 >"$tmp" 2>&1
 	rc=$?
 	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$tmp")
 	if [ $rc -eq 0 ] && ! grep -q '^not ok' "$tmp" && [ -n "$plan" ] && [ "$plan" -gt 0 ] &&
 		[ "$(grep -c '^ok' "$tmp")" -eq "$plan" ]; then
-		echo "ok $n - $1 malloc_stress $2: its $plan checks pass"
+		echo "ok $n - $1 ${t##*/} $2: its $plan checks pass"
 	else
-		echo "not ok $n - $1 malloc_stress $2: exit $rc"
+		echo "not ok $n - $1 ${t##*/} $2: exit $rc"
 		grep -v '^ok' "$tmp" | head -8 | sed 's/^/# /'
 	fi
 }
@@ -37,4 +41,7 @@ run "RSEQKIT_MALLOC_INDEX=cid RSEQKIT_DISABLE=1" "-n 4000"
 run "RSEQKIT_MALLOC_CHECK=1" "-n 3000"
 run "RSEQKIT_MALLOC_INDEX=cpu" "-H"
 run "RSEQKIT_DISABLE=1" "-H -n 5000"
+run "RSEQKIT_MALLOC_PAGE_=65536" "" "$BUILD/tests/malloc_conform.t"
+run "RSEQKIT_MALLOC_PAGE_=65536" "-n 8000"
+run "RSEQKIT_MALLOC_PAGE_=65536 RSEQKIT_DISABLE=1" "-n 4000"
 exit 0

@@ -77,7 +77,8 @@ void *rsk_pvalloc(size_t n);
  * NULL. */
 size_t rsk_malloc_usable_size(void *p);
 
-/* rsk_malloc_trim - move every per-CPU cache's free objects to the
+/* rsk_malloc_trim - move every per-CPU cache's free objects (and the
+ * calling thread's own cache's, where it cannot run sections) to the
  * central lists and give every free span back to the system; pad is
  * ignored.  Returns 1 if memory was released, 0 if not. */
 int rsk_malloc_trim(size_t pad);
@@ -86,7 +87,7 @@ int rsk_malloc_trim(size_t pad);
 struct rsk_malloc_stats {
 	size_t mapped;		/* bytes mapped for objects (spans + large blocks) */
 	size_t in_use;		/* bytes of objects allocated and not freed (class sizes) */
-	size_t cached;		/* free bytes in the per-CPU caches and the large-block cache */
+	size_t cached;		/* free bytes in the per-CPU, per-thread and large-block caches */
 	size_t central;		/* bytes of free objects in the central lists */
 	size_t large_blocks;	/* large allocations (mapped one by one) */
 	size_t large_bytes;	/* their bytes */

@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -66,10 +67,21 @@
 #define PAGE	  ((size_t)4096) /* the page map's granule, whatever the system page */
 #define PAGE_SHIFT 12
 
+/* Classes of 129 to 1024 bytes by (n + 15) / 16 - 9: a load, shorter than
+ * the computation below on the way to the cache. */
+static const unsigned char sc_mid[56] = {
+	8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13,
+	14, 14, 14, 14, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16,
+	17, 17, 17, 17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18, 18,
+	19, 19, 19, 19, 19, 19, 19, 19,
+};
+
 ALWAYS_INLINE unsigned size_class(size_t n)
 {
 	if (n <= 128)
 		return n != 0 ? (unsigned)((n - 1) >> 4) : 0;
+	if (n <= 1024)
+		return sc_mid[((n + 15) >> 4) - 9];
 	unsigned k = (unsigned)(63 - __builtin_clzll((unsigned long long)(n - 1)));
 	return 8 + (k - 7) * 4 + (unsigned)((n - 1) >> (k - 2)) - 4;
 }
@@ -234,6 +246,7 @@ static unsigned long last_release_ms;	 /* atomic: the last timed release */
 #define CAP_MAX	   126
 #define PART_BYTES ((size_t)1024) /* count, gate, CAP_MAX slots */
 #define CPU_BOUND  ((size_t)3 << 20)
+#define LF_N	   2 /* large blocks in a CPU's front cache */
 
 struct cpu_hdr {
 	uint32_t lim[NCLASS];  /* soft capacity (objects); 0: not set yet */
@@ -241,6 +254,12 @@ struct cpu_hdr {
 	int used;	       /* a slow path has run on this index */
 	uint32_t miss[NCLASS] __attribute__((aligned(128))); /* empty or full */
 	uint32_t seen[NCLASS] __attribute__((aligned(128))); /* miss at the last release */
+	/* The large-block front cache of the index (lf_take, lf_put): the
+	 * slots, the gate of their sections, and what the timed release saw
+	 * in them (written under the gate). */
+	intptr_t lf_slot[LF_N] __attribute__((aligned(128)));
+	intptr_t lf_gate;
+	intptr_t lf_seen[LF_N];
 } __attribute__((aligned(128)));
 
 /* Powers of two, so that the fast paths' addresses are shifts and adds. */
@@ -346,6 +365,115 @@ static COLD __attribute__((noreturn)) void bad_pointer(const char *what, const v
 	abort();
 }
 
+/* ---- the kernel's page ----
+ *
+ * The page map counts 4 KiB pages (PAGE) whatever the system's page, but
+ * the kernel maps, unmaps and remaps whole system pages (sys_pg, from
+ * sysconf at initialisation: 64 KiB on some arm64 and ppc64le kernels),
+ * refusing an address that is not aligned to one.  So every large block
+ * starts on a system page and spans whole ones; the kernel is only asked
+ * through k_mmap, k_munmap and k_mremap.
+ *
+ * RSEQKIT_MALLOC_PAGE_ (a test knob, rseqkit-malloc(7)): a power of two
+ * above the system page, up to 1 MiB, that these three calls emulate:
+ * addresses aligned to it, lengths rounded up to it, an unaligned address
+ * refused with EINVAL, as a kernel with pages that size does; the
+ * allocator takes it as its sys_pg.  make check runs the allocator's
+ * tests with 64 KiB pages on a 4 KiB kernel that way.
+ */
+static size_t sys_pg = PAGE;	  /* the system page (or the emulated one) */
+static unsigned sys_shift = PAGE_SHIFT;
+static size_t emu_pg;		  /* the emulated page; 0: none */
+static size_t real_pg = PAGE;	  /* the kernel's own page */
+
+static size_t round_emu(size_t n)
+{
+	return (n + emu_pg - 1) & ~(emu_pg - 1);
+}
+
+static void *k_mmap(size_t len)
+{
+	char *raw, *base;
+	size_t l, over;
+
+	if (emu_pg == 0)
+		return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (len > SIZE_MAX - 2 * emu_pg)
+		return MAP_FAILED;
+	l = round_emu(len);
+	over = emu_pg - real_pg;
+	raw = mmap(NULL, l + over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		return MAP_FAILED;
+	base = (char *)(((uintptr_t)raw + emu_pg - 1) & ~(uintptr_t)(emu_pg - 1));
+	if (base > raw)
+		munmap(raw, (size_t)(base - raw));
+	if (base + l < raw + l + over)
+		munmap(base + l, (size_t)(raw + l + over - (base + l)));
+	return base;
+}
+
+static int k_munmap(void *p, size_t len)
+{
+	if (emu_pg == 0)
+		return munmap(p, len);
+	if (((uintptr_t)p & (emu_pg - 1)) != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return munmap(p, round_emu(len));
+}
+
+/* mremap(p, len, nlen, MREMAP_MAYMOVE). */
+static void *k_mremap(void *p, size_t len, size_t nlen)
+{
+	char *q;
+
+	if (emu_pg == 0)
+		return mremap(p, len, nlen, MREMAP_MAYMOVE);
+	if (((uintptr_t)p & (emu_pg - 1)) != 0 || nlen > SIZE_MAX - 2 * emu_pg) {
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	len = round_emu(len);
+	nlen = round_emu(nlen);
+	if (nlen <= len) {
+		if (nlen < len)
+			munmap((char *)p + nlen, len - nlen);
+		return p;
+	}
+	q = mremap(p, len, nlen, 0);
+	if (q != MAP_FAILED)
+		return q;
+	/* Move the pages to an aligned place of the new length. */
+	q = k_mmap(nlen);
+	if (q == MAP_FAILED)
+		return MAP_FAILED;
+	if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, q) == MAP_FAILED) {
+		munmap(q, nlen);
+		return MAP_FAILED;
+	}
+	return q;
+}
+
+/* The system page (and the knob) into sys_pg; once, at initialisation. */
+static void page_init(void)
+{
+	long s = sysconf(_SC_PAGESIZE);
+	const char *v = getenv("RSEQKIT_MALLOC_PAGE_");
+
+	if (s >= (long)PAGE && (s & (s - 1)) == 0)
+		real_pg = (size_t)s;
+	sys_pg = real_pg;
+	if (v != NULL && *v != '\0') {
+		char *end;
+		unsigned long e = strtoul(v, &end, 0);
+		if (*end == '\0' && e > real_pg && e <= ((size_t)1 << 20) && (e & (e - 1)) == 0)
+			sys_pg = emu_pg = e;
+	}
+	sys_shift = (unsigned)__builtin_ctzll((unsigned long long)sys_pg);
+}
+
 /* ---- the bootstrap area: calls made while the first one initialises ---- */
 
 #define BOOT_BYTES ((size_t)256 << 10)
@@ -423,9 +551,12 @@ static void cache_init(void)
 	__atomic_store_n(&fast_nr, check_mode ? 0 : h.fast_nr_, __ATOMIC_RELEASE);
 }
 
+static void tc_init(void);
+
 static void do_init(void)
 {
 	rsk_init_once();
+	page_init();
 	check_mode = rsk_env_bool_("RSEQKIT_MALLOC_CHECK", 0);
 	stats_at_exit = rsk_env_bool_("RSEQKIT_MALLOC_STATS", 0);
 	if (stats_at_exit) {
@@ -437,6 +568,7 @@ static void do_init(void)
 	}
 	index_mode = env_is("RSEQKIT_MALLOC_INDEX", "cid") ? RSK_INDEX_CID : RSK_INDEX_CPU;
 	cache_init();
+	tc_init();
 }
 
 /* 1 when the allocator is ready; 0 when the caller is the thread that is
@@ -615,6 +747,311 @@ static NOINLINE struct rsk_pool *make_pool(unsigned c)
 	return p;
 }
 
+/* ---- per-thread caches where a thread cannot run sections ----
+ *
+ * A thread that cannot run sections (RSEQKIT_DISABLE=1, seccomp,
+ * qemu-user, an old kernel, a thread left unregistered) finds no index on
+ * every malloc and free and takes the pools' slow paths, each a cache's
+ * gate closed and reopened.  There each thread keeps the objects it frees
+ * of the classes up to 1 KiB (TC_NCLASS) and hands them out again: at
+ * most tc_cap(c) of class c (32 objects, and no more than 4 KiB of them),
+ * so at most 394 objects and 65760 bytes per thread.  A free to a full
+ * class moves half of it to the pool; a malloc that finds it empty asks
+ * the pool for one.  Only a call whose attempt found no index
+ * (RSK_NO_INDEX) uses it: a thread that runs sections never fills one.
+ *
+ * Exactness, as the pool's own thread cache (src/alloc/object_pool.c),
+ * which the allocator's pools do not use: a thread's cache holds free
+ * objects that only its thread hands out; `busy` is set while the thread
+ * is inside, so a signal handler interrupting it there takes the pools'
+ * path; a slot is nonzero exactly when it holds an object.  The objects
+ * go back to their pools when the thread exits (a pthread key's
+ * destructor), in a fork child for every other thread, and at
+ * malloc_trim for the caller.  Records are mapped, never unmapped, and
+ * nothing here calls malloc.
+ */
+#define TC_NCLASS 20 /* classes 0 .. 19: 16 B to 1 KiB */
+#define TC_OBJS	  32
+
+struct tc_record {
+	struct tc_record *next; /* the registry, push only */
+	int owned;		/* atomic: a thread has it */
+	int busy;		/* its thread is inside (signal handlers: the pools' path) */
+	uint32_t count[TC_NCLASS];
+	intptr_t slot[TC_NCLASS][TC_OBJS]; /* 0: empty */
+};
+
+#define TC_CHUNK 16 /* records mapped at once */
+#define TC_NONE	 ((struct tc_record *)(uintptr_t)1)
+
+static struct tc_record *tc_registry; /* atomic */
+static __thread struct tc_record *tc_self __attribute__((tls_model("initial-exec")));
+static pthread_mutex_t tc_lock = PTHREAD_MUTEX_INITIALIZER; /* thread exit against fork */
+static pthread_key_t tc_key;
+/* 1: thread caches (the key exists and setting it never allocates);
+ * 0: not initialised yet; -1: none (check mode, no key). */
+static int tc_state;
+static uint8_t tc_caps[TC_NCLASS]; /* class c's bound: 32 objects, 4 KiB */
+
+/* Negative control (the injection build, tests/malloc_negative.sh):
+ * RSEQKIT_INJECT_BROKEN_MCACHE=1 makes a pop leave the object in the
+ * cache, so that it is handed out twice. */
+#if RSK_INJECTING
+static int tc_broken(void)
+{
+	static int v = -1;
+
+	if (__atomic_load_n(&v, __ATOMIC_RELAXED) < 0) {
+		const char *e = getenv("RSEQKIT_INJECT_BROKEN_MCACHE");
+		__atomic_store_n(&v, e != NULL && e[0] == '1', __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&v, __ATOMIC_RELAXED);
+}
+#endif
+
+/* Give back every object of r (its slots, whatever its counts). */
+static void tc_record_drain(struct tc_record *r)
+{
+	for (unsigned c = 0; c < TC_NCLASS; c++) {
+		struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+		for (int i = 0; i < TC_OBJS; i++) {
+			intptr_t obj = __atomic_load_n(&r->slot[c][i], __ATOMIC_RELAXED);
+			if (obj == 0)
+				continue;
+			__atomic_store_n(&r->slot[c][i], 0, __ATOMIC_RELAXED);
+			if (p != NULL)
+				rsk_pool_free_slow_(p, (void *)obj, RSK_NO_INDEX);
+		}
+		__atomic_store_n(&r->count[c], 0, __ATOMIC_RELAXED);
+	}
+}
+
+/* Thread exit: its objects go back to their pools, its record to the
+ * registry; later calls of the thread (other destructors) take the
+ * pools' path. */
+static void tc_thread_exit(void *rec)
+{
+	struct tc_record *r = rec;
+
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	tc_self = TC_NONE;
+	pthread_mutex_lock(&tc_lock);
+	tc_record_drain(r);
+	pthread_mutex_unlock(&tc_lock);
+	r->busy = 0;
+	__atomic_store_n(&r->owned, 0, __ATOMIC_RELEASE);
+}
+
+static void tc_fork_prepare(void)
+{
+	pthread_mutex_lock(&tc_lock);
+}
+
+static void tc_fork_parent(void)
+{
+	pthread_mutex_unlock(&tc_lock);
+}
+
+/* The child has one thread: the others' records go back, with their
+ * objects (fork() waited for the pools' gates and depot locks). */
+static void tc_fork_child(void)
+{
+	pthread_mutex_init(&tc_lock, NULL);
+	for (struct tc_record *r = tc_registry; r != NULL; r = r->next)
+		if (r != tc_self && __atomic_load_n(&r->owned, __ATOMIC_RELAXED)) {
+			tc_record_drain(r);
+			r->busy = 0;
+			r->owned = 0;
+		}
+}
+
+/* At initialisation (after rseqkit's, whose fork handlers then run
+ * before the child's here). */
+static void tc_init(void)
+{
+	int st = -1;
+
+	for (unsigned c = 0; c < TC_NCLASS; c++) {
+		size_t k = (size_t)4096 / class_size(c);
+		tc_caps[c] = (uint8_t)(k > TC_OBJS ? TC_OBJS : k);
+	}
+	if (check_mode || pthread_key_create(&tc_key, tc_thread_exit) != 0)
+		goto out;
+#ifdef __GLIBC__
+	/* glibc's first 32 keys live in the thread's descriptor: setting one
+	 * allocates nothing.  Beyond them: no thread caches. */
+	if (tc_key >= 32)
+		goto out;
+#endif
+	if (pthread_atfork(tc_fork_prepare, tc_fork_parent, tc_fork_child) == 0)
+		st = 1;
+out:
+	__atomic_store_n(&tc_state, st, __ATOMIC_RELEASE);
+}
+
+/* A free record for the calling thread (lock-free, async-signal-safe:
+ * mmap only), or TC_NONE. */
+static NOINLINE struct tc_record *tc_claim(void)
+{
+	struct tc_record *r, *head;
+	int st;
+
+	/* A handler that runs while this claims finds none: a record it
+	 * claimed would be replaced, never given back, when this returns. */
+	tc_self = TC_NONE;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	st = __atomic_load_n(&tc_state, __ATOMIC_ACQUIRE);
+	if (st <= 0) {
+		if (st == 0)
+			tc_self = NULL; /* before initialisation: ask again later */
+		return TC_NONE;
+	}
+	for (r = __atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE); r != NULL; r = r->next) {
+		int free_ = 0;
+		if (__atomic_load_n(&r->owned, __ATOMIC_RELAXED) == 0 &&
+		    __atomic_compare_exchange_n(&r->owned, &free_, 1, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			break;
+	}
+	if (r == NULL) {
+		struct tc_record *chunk = mmap(NULL, TC_CHUNK * sizeof(*chunk), PROT_READ | PROT_WRITE,
+					       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (chunk == MAP_FAILED)
+			return TC_NONE;
+		chunk[0].owned = 1;
+		for (int i = 0; i + 1 < TC_CHUNK; i++)
+			chunk[i].next = &chunk[i + 1];
+		head = __atomic_load_n(&tc_registry, __ATOMIC_RELAXED);
+		do
+			chunk[TC_CHUNK - 1].next = head;
+		while (!__atomic_compare_exchange_n(&tc_registry, &head, chunk, 1, __ATOMIC_RELEASE,
+						    __ATOMIC_RELAXED));
+		r = chunk;
+	}
+	if (pthread_setspecific(tc_key, r) != 0) {
+		__atomic_store_n(&r->owned, 0, __ATOMIC_RELEASE);
+		return TC_NONE;
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return tc_self = r;
+}
+
+/* The calling thread's record, marked busy, or NULL (none; or a handler
+ * on top of its own thread's use: the pools' path). */
+ALWAYS_INLINE struct tc_record *tc_enter(void)
+{
+	struct tc_record *r = tc_self;
+
+	if (UNLIKELY(r == NULL))
+		r = tc_claim();
+	if (UNLIKELY(r == TC_NONE || r->busy))
+		return NULL;
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return r;
+}
+
+ALWAYS_INLINE void tc_leave(struct tc_record *r)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	r->busy = 0;
+}
+
+/* An object of class c (< TC_NCLASS) from the thread's cache, or NULL. */
+ALWAYS_INLINE void *tc_pop(unsigned c)
+{
+	struct tc_record *r = tc_enter();
+	intptr_t obj = 0;
+	uint32_t n;
+
+	if (r == NULL)
+		return NULL;
+	n = r->count[c];
+	if (LIKELY(n != 0)) {
+		obj = r->slot[c][n - 1];
+#if RSK_INJECTING
+		if (tc_broken())
+			goto out;
+#endif
+		__atomic_store_n(&r->slot[c][n - 1], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&r->count[c], n - 1, __ATOMIC_RELAXED);
+	}
+#if RSK_INJECTING
+out:
+#endif
+	tc_leave(r);
+	return (void *)obj;
+}
+
+/* tc_push() to a full class (r busy): half of it, and then obj, go. */
+static NOINLINE void tc_flush(struct tc_record *r, unsigned c, void *obj)
+{
+	struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
+	intptr_t out[TC_OBJS];
+	uint32_t n = r->count[c], k;
+
+	/* Out of the slots first; to the pool once no longer busy. */
+	for (k = 0; k < n - n / 2; k++) {
+		out[k] = r->slot[c][n - 1 - k];
+		__atomic_store_n(&r->slot[c][n - 1 - k], 0, __ATOMIC_RELAXED);
+	}
+	n -= k;
+	__atomic_store_n(&r->slot[c][n], (intptr_t)obj, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->count[c], n + 1, __ATOMIC_RELAXED);
+	tc_leave(r);
+	while (k > 0)
+		rsk_pool_free_slow_(p, (void *)out[--k], RSK_NO_INDEX);
+}
+
+/* Keep obj of class c (< TC_NCLASS) in the thread's cache; 0 if there is
+ * no cache (the caller frees it to the pool).  A full class first moves
+ * half of its objects to the pool. */
+ALWAYS_INLINE int tc_push(unsigned c, void *obj)
+{
+	struct tc_record *r = tc_enter();
+	uint32_t n;
+
+	if (r == NULL)
+		return 0;
+	n = r->count[c];
+	if (UNLIKELY(n >= tc_caps[c])) {
+		tc_flush(r, c, obj);
+		return 1;
+	}
+	__atomic_store_n(&r->slot[c][n], (intptr_t)obj, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->count[c], n + 1, __ATOMIC_RELAXED);
+	tc_leave(r);
+	return 1;
+}
+
+/* malloc_trim: the calling thread's own objects go back. */
+static void tc_drain_self(void)
+{
+	struct tc_record *r = tc_self;
+
+	if (r == NULL || r == TC_NONE || r->busy)
+		return;
+	r->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	tc_record_drain(r);
+	tc_leave(r);
+}
+
+/* Objects of class c in every thread's cache (statistics: a sum of
+ * counts other threads change meanwhile). */
+static size_t tc_cached(unsigned c)
+{
+	size_t n = 0;
+
+	if (c >= TC_NCLASS)
+		return 0;
+	for (struct tc_record *r = __atomic_load_n(&tc_registry, __ATOMIC_ACQUIRE); r != NULL;
+	     r = r->next)
+		n += __atomic_load_n(&r->count[c], __ATOMIC_RELAXED);
+	return n;
+}
+
 /* ---- release of free memory ---- */
 
 /* Milliseconds of a monotonic clock, modulo the width of a long: only
@@ -784,7 +1221,7 @@ static enum rsk_result settled(int ret, enum rsk_result instead)
 	return ret == RSK_CMPFAIL || ret == RSK_ABORTED ? instead : (enum rsk_result)ret;
 }
 
-static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
+static NOINLINE void *small_pool(unsigned c, size_t n, size_t align, int ret)
 {
 	struct rsk_pool *p;
 	void *obj;
@@ -834,6 +1271,9 @@ static NOINLINE void *small_slow(unsigned c, size_t n, size_t align, int ret)
 	return obj;
 }
 
+/* Where the attempt found no index, the thread's cache comes first (a
+ * thread cache exists only once the allocator is initialised, and never
+ * in check mode). */
 ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
 {
 	intptr_t obj;
@@ -841,7 +1281,12 @@ ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
 
 	if (LIKELY(ret == RSK_OK))
 		return (void *)obj;
-	return small_slow(c, n, align, ret);
+	if (ret == RSK_NO_INDEX && c < TC_NCLASS) {
+		void *o = tc_pop(c);
+		if (LIKELY(o != NULL))
+			return o;
+	}
+	return small_pool(c, n, align, ret);
 }
 
 /* ---- large blocks: mapped one by one ----
@@ -856,7 +1301,8 @@ ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
  * malloc_trim(), and all of them before an mmap that failed is retried.
  *
  * The cache takes no lock: each slot is one word, the block's address
- * (page-aligned) with its length in pages, less one, in the low 12 bits.
+ * (aligned to a system page) with its length in system pages, less one,
+ * in the bits below the page (at most 4095: LC_MAX_BLOCK).
  * A block is taken by a compare-and-swap of that word to 0 and put by one
  * from 0, so a taker that wins owns the block, and a word that was taken
  * and put back meanwhile names the same block of the same length.  Two
@@ -864,10 +1310,24 @@ ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
  * few cache lines only, never on a lock a preempted holder keeps.  A slot's
  * time is a hint: a race can make a block look older, which only unmaps
  * it sooner.
+ *
+ * In front of it each CPU (index) keeps LF_N freed blocks of up to
+ * LF_MAX_BLOCK bytes in its region's header (lf_slot: the same words),
+ * taken and put by one gated compare-and-store section each, so that a
+ * thread that frees and allocates large blocks on its CPU touches no
+ * line another CPU writes.  A block there still counts in large_blocks
+ * and large_bytes (statistics subtract the front caches' blocks when they
+ * are read), so the sections are the whole cost.  A thread that cannot
+ * run a section, a section that fails, a full or empty front cache: the
+ * shared cache.  The timed release closes a front cache's gate and
+ * unmaps a block it finds in the same slot as at the previous release
+ * (every one at malloc_trim): the same word may be a block taken and put
+ * back meanwhile, which is only unmapped sooner.
  */
 #define LC_N	     16
-#define LC_MAX_BLOCK (PAGE << 12) /* 16 MiB: the length fits the low bits */
+#define LC_MAX_BLOCK ((size_t)16 << 20) /* its pages - 1 fit below a 4 KiB or larger page */
 #define LC_MAX_BYTES ((size_t)64 << 20)
+#define LF_MAX_BLOCK ((size_t)4 << 20)
 
 static struct {
 	size_t bytes;		  /* atomic: the bytes of the cached blocks */
@@ -877,7 +1337,7 @@ static struct {
 
 static size_t lc_len(uintptr_t w)
 {
-	return ((w & (PAGE - 1)) + 1) << PAGE_SHIFT;
+	return ((w & (sys_pg - 1)) + 1) << sys_shift;
 }
 
 /* A cached block of at least len bytes (and at most 5/4 of it); its
@@ -907,7 +1367,7 @@ static char *lc_take(size_t len, size_t *got)
 						__ATOMIC_RELAXED)) {
 			*got = lc_len(bw);
 			__atomic_sub_fetch(&lc.bytes, *got, __ATOMIC_RELAXED);
-			return (char *)(bw & ~(uintptr_t)(PAGE - 1));
+			return (char *)(bw & ~(uintptr_t)(sys_pg - 1));
 		}
 		/* Another thread took (or replaced) that one: look again. */
 	}
@@ -917,7 +1377,7 @@ static char *lc_take(size_t len, size_t *got)
 /* Keep a freed block; 0 if it does not fit (the caller unmaps it). */
 static int lc_put(char *p, size_t len, unsigned long now)
 {
-	uintptr_t w = (uintptr_t)p | ((len >> PAGE_SHIFT) - 1);
+	uintptr_t w = (uintptr_t)p | ((len >> sys_shift) - 1);
 
 	if (len > LC_MAX_BLOCK)
 		return 0;
@@ -940,14 +1400,126 @@ static int lc_put(char *p, size_t len, unsigned long now)
 	return 0;
 }
 
-/* Unmap the cached blocks kept for the release interval or more at `now`
- * (all of them: all); returns how many. */
-static int lc_flush(int all, unsigned long now)
+/* A block of at least len bytes (at most 5/4 of it) from the front cache
+ * of the caller's index, its length in *got; NULL: none there, no index,
+ * or a failed section (the caller asks the shared cache).  The block was
+ * put by a section on this index: its pages are as the putter left them
+ * (the put commits with release). */
+static char *lf_take(size_t len, size_t *got)
+{
+	uint32_t ioff = fast_ioff, i;
+	rsk_arch_area_t area;
+	struct cpu_hdr *h;
+
+	if (!rsk_percpu_enter_(rsk_area_offset_(), ioff,
+			       __atomic_load_n(&fast_nr, __ATOMIC_ACQUIRE), &area, &i))
+		return NULL;
+	h = hdr_of(i);
+	for (int k = 0; k < LF_N; k++) {
+		intptr_t w = __atomic_load_n(&h->lf_slot[k], __ATOMIC_RELAXED);
+		size_t l = lc_len((uintptr_t)w);
+
+		if (w == 0 || l < len || l - len > len / 4)
+			continue;
+		if (RSK_PERCPU_OP_(cmpstore, ioff, area, i, &h->lf_gate, &h->lf_slot[k], w, 0) !=
+		    RSK_OK)
+			return NULL;
+		*got = l;
+		return (char *)((uintptr_t)w & ~(uintptr_t)(sys_pg - 1));
+	}
+	return NULL;
+}
+
+/* Keep a freed block of len bytes in the front cache of the caller's
+ * index; 0 if it does not fit there (the caller tries the shared cache). */
+static int lf_put(char *p, size_t len)
+{
+	uint32_t ioff = fast_ioff, i;
+	rsk_arch_area_t area;
+	struct cpu_hdr *h;
+	intptr_t w = (intptr_t)((uintptr_t)p | ((len >> sys_shift) - 1));
+
+	if (len > LF_MAX_BLOCK ||
+	    !rsk_percpu_enter_(rsk_area_offset_(), ioff,
+			       __atomic_load_n(&fast_nr, __ATOMIC_ACQUIRE), &area, &i))
+		return 0;
+	h = hdr_of(i);
+	for (int k = 0; k < LF_N; k++) {
+		if (__atomic_load_n(&h->lf_slot[k], __ATOMIC_RELAXED) != 0)
+			continue;
+		/* Release: whoever takes it sees the block as we left it. */
+		return RSK_PERCPU_OP_(cmpstore_release, ioff, area, i, &h->lf_gate, &h->lf_slot[k],
+				      0, w) == RSK_OK;
+	}
+	return 0;
+}
+
+/* Unmap the front caches' blocks that were in their slot at the previous
+ * release too (all: every one); returns how many.  Each front cache with
+ * a block (or a remembered one) is visited under its gate. */
+static int lf_flush(int all)
 {
 	int n = 0;
 
+	for (int i = 0; cache_base != NULL && i < cache_nr; i++) {
+		struct cpu_hdr *h = hdr_of((uint32_t)i);
+		int any = 0;
+
+		for (int k = 0; k < LF_N; k++)
+			any |= __atomic_load_n(&h->lf_slot[k], __ATOMIC_RELAXED) != 0 ||
+			       __atomic_load_n(&h->lf_seen[k], __ATOMIC_RELAXED) != 0;
+		/* A gate this thread holds already (a handler on top of its
+		 * own release) or one that cannot be had: left for later. */
+		if (!any || rsk_gate_close(&h->lf_gate, fast_mode, i) != 0)
+			continue;
+		for (int k = 0; k < LF_N; k++) {
+			intptr_t w = __atomic_load_n(&h->lf_slot[k], __ATOMIC_RELAXED);
+			size_t l = lc_len((uintptr_t)w);
+
+			if (w != 0 &&
+			    (all || w == __atomic_load_n(&h->lf_seen[k], __ATOMIC_RELAXED))) {
+				__atomic_store_n(&h->lf_slot[k], 0, __ATOMIC_RELAXED);
+				__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
+				__atomic_sub_fetch(&large_bytes, l, __ATOMIC_RELAXED);
+				k_munmap((void *)((uintptr_t)w & ~(uintptr_t)(sys_pg - 1)), l);
+				w = 0;
+				n++;
+			}
+			__atomic_store_n(&h->lf_seen[k], w, __ATOMIC_RELAXED);
+		}
+		rsk_gate_open(&h->lf_gate);
+	}
+	return n;
+}
+
+/* The blocks in the front caches and their bytes (statistics: slots
+ * other threads change meanwhile). */
+static size_t lf_cached(size_t *blocks)
+{
+	size_t bytes = 0;
+
+	*blocks = 0;
+	for (int i = 0; cache_base != NULL && i < cache_nr; i++)
+		for (int k = 0; k < LF_N; k++) {
+			intptr_t w = __atomic_load_n(&hdr_of((uint32_t)i)->lf_slot[k],
+						     __ATOMIC_RELAXED);
+			if (w != 0) {
+				bytes += lc_len((uintptr_t)w);
+				++*blocks;
+			}
+		}
+	return bytes;
+}
+
+/* Unmap the cached blocks kept for the release interval or more at `now`
+ * (all of them: all), the front caches' as lf_flush says; returns how
+ * many. */
+static int lc_flush(int all, unsigned long now)
+{
+	int n = lf_flush(all);
+
 	if (__atomic_load_n(&lc.bytes, __ATOMIC_RELAXED) == 0)
-		return 0;
+		return n;
 	for (int i = 0; i < LC_N; i++) {
 		uintptr_t w = __atomic_load_n(&lc.slot[i], __ATOMIC_ACQUIRE);
 
@@ -957,7 +1529,7 @@ static int lc_flush(int all, unsigned long now)
 						 __ATOMIC_RELAXED))
 			continue;
 		__atomic_sub_fetch(&lc.bytes, lc_len(w), __ATOMIC_RELAXED);
-		munmap((void *)(w & ~(uintptr_t)(PAGE - 1)), lc_len(w));
+		k_munmap((void *)(w & ~(uintptr_t)(sys_pg - 1)), lc_len(w));
 		n++;
 	}
 	return n;
@@ -973,15 +1545,25 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
 
 	if (!ensure_init())
 		return boot_alloc(align, n);
-	if (n > SIZE_MAX - 2 * PAGE - align)
+	if (n > SIZE_MAX - 2 * sys_pg - align)
 		goto nomem;
-	len = (n + PAGE - 1) & ~(PAGE - 1);
+	/* Whole system pages, aligned to one: what the kernel maps. */
+	len = (n + sys_pg - 1) & ~(sys_pg - 1);
 	if (len == 0)
-		len = PAGE;
-	extra = align > PAGE ? align - PAGE : 0;
+		len = sys_pg;
+	extra = align > sys_pg ? align - sys_pg : 0;
 	total = len + extra;
 	if ((len >> PAGE_SHIFT) > (UINTPTR_MAX >> 2))
 		goto nomem;
+	if (extra == 0 && (p = lf_take(len, &total)) != NULL) {
+		/* Counted in the statistics while it was in the front cache. */
+		len = total;
+		if (zero)
+			memset(p, 0, len);
+		if (pm_set(p, len, ((uintptr_t)(len >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0)
+			goto unmap;
+		return p;
+	}
 	if (extra == 0 && (p = lc_take(len, &total)) != NULL) {
 		len = total;
 		if (zero)
@@ -989,7 +1571,7 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
 		goto found;
 	}
 	for (;;) {
-		m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		m = k_mmap(total);
 		if (m != MAP_FAILED)
 			break;
 		if (retried++ || lc_flush(1, 0) == 0)
@@ -999,18 +1581,20 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero)
 	if (extra != 0) {
 		p = (char *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
 		if (p > m)
-			munmap(m, (size_t)(p - m));
+			k_munmap(m, (size_t)(p - m));
 		if (p + len < m + total)
-			munmap(p + len, (size_t)(m + total - (p + len)));
+			k_munmap(p + len, (size_t)(m + total - (p + len)));
 	}
 found:
-	if (pm_set(p, len, ((uintptr_t)(len >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0) {
-		munmap(p, len);
-		goto nomem;
-	}
 	__atomic_add_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&large_bytes, len, __ATOMIC_RELAXED);
+	if (pm_set(p, len, ((uintptr_t)(len >> PAGE_SHIFT) << 2) | E_LARGE, 1) != 0)
+		goto unmap;
 	return p;
+unmap:
+	__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
+	k_munmap(p, len);
 nomem:
 	errno = ENOMEM;
 	return NULL;
@@ -1021,14 +1605,16 @@ static void large_free(void *p, uintptr_t e)
 	size_t len = (size_t)(e >> 2) << PAGE_SHIFT;
 	unsigned long t;
 
-	if (((uintptr_t)p & (PAGE - 1)) != 0)
+	if (((uintptr_t)p & (sys_pg - 1)) != 0)
 		bad_pointer("free of a pointer never returned by malloc (inside a large block):", p);
 	pm_set(p, PAGE, 0, 1);
-	__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
-	__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
 	t = now_ms(); /* one clock read for the cache and the release */
-	if (!lc_put(p, len, t))
-		munmap(p, len);
+	if (!lf_put(p, len)) {
+		__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
+		if (!lc_put(p, len, t))
+			k_munmap(p, len);
+	}
 	maybe_release_at(t);
 }
 
@@ -1045,7 +1631,7 @@ ALWAYS_INLINE void *do_malloc(size_t n)
 
 /* free() of a small object past its first attempt (ret): the retries,
  * check mode, a flush. */
-static NOINLINE void free_small_slow(void *p, unsigned c, int ret)
+static NOINLINE void free_small_pool(void *p, unsigned c, int ret)
 {
 	struct rsk_pool *pl = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
 	unsigned aborts = 0;
@@ -1066,6 +1652,15 @@ static NOINLINE void free_small_slow(void *p, unsigned c, int ret)
 	if (cache_try_push(c, p) == RSK_OK)
 		return;
 	rsk_pool_free_slow_(pl, p, settled(ret, RSK_FULL));
+}
+
+/* free() of a small object of class c whose attempt failed (ret): where
+ * it found no index, the thread's cache first (none in check mode). */
+ALWAYS_INLINE void free_small_slow(void *p, unsigned c, int ret)
+{
+	if (ret == RSK_NO_INDEX && c < TC_NCLASS && tc_push(c, p))
+		return;
+	free_small_pool(p, c, ret);
 }
 
 /* free() of a pointer whose entry is not a small object. */
@@ -1169,18 +1764,22 @@ static void *do_realloc(void *p, size_t n)
 		unsigned c = (unsigned)(e >> 2);
 		if (n <= SMALL_MAX && size_class(n) == c)
 			return p;
-	} else if ((e & 3) == E_LARGE && n > SMALL_MAX && ((uintptr_t)p & (PAGE - 1)) == 0) {
+	} else if ((e & 3) == E_LARGE && n > SMALL_MAX && ((uintptr_t)p & (sys_pg - 1)) == 0) {
 		size_t len = (size_t)(e >> 2) << PAGE_SHIFT, nlen;
-		if (n > SIZE_MAX - PAGE) {
+		if (n > SIZE_MAX - 2 * sys_pg) {
 			errno = ENOMEM;
 			return NULL;
 		}
-		nlen = (n + PAGE - 1) & ~(PAGE - 1);
+		nlen = (n + sys_pg - 1) & ~(sys_pg - 1);
 		if (nlen == len)
 			return p;
-		/* The pages move (or grow, or shrink) without a copy. */
-		q = mremap(p, len, nlen, MREMAP_MAYMOVE);
+		/* The pages move (or grow, or shrink) without a copy.  p's
+		 * entry goes first: once they have moved, another thread's new
+		 * block may start at p and write its own. */
+		pm_set(p, PAGE, 0, 1);
+		q = k_mremap(p, len, nlen);
 		if (q == MAP_FAILED) {
+			pm_set(p, PAGE, e, 1); /* its leaf is mapped: cannot fail */
 			errno = ENOMEM;
 			return NULL;
 		}
@@ -1190,15 +1789,11 @@ static void *do_realloc(void *p, size_t n)
 			void *r = large_alloc(n, 0, 0);
 			if (r != NULL)
 				memcpy(r, q, len < nlen ? len : nlen);
-			munmap(q, nlen);
-			if (q != p)
-				pm_set(p, PAGE, 0, 1);
+			k_munmap(q, nlen);
 			__atomic_sub_fetch(&large_blocks, 1, __ATOMIC_RELAXED);
 			__atomic_sub_fetch(&large_bytes, len, __ATOMIC_RELAXED);
 			return r;
 		}
-		if (q != p)
-			pm_set(p, PAGE, 0, 1);
 		__atomic_add_fetch(&large_bytes, nlen - len, __ATOMIC_RELAXED);
 		return q;
 	}
@@ -1258,16 +1853,13 @@ static int do_posix_memalign(void **out, size_t align, size_t n)
 	return 0;
 }
 
-static size_t sys_page(void)
-{
-	long s = sysconf(_SC_PAGESIZE);
-
-	return s > 0 ? (size_t)s : PAGE;
-}
-
 static void *do_pvalloc(size_t n)
 {
-	size_t pg = sys_page();
+	size_t pg;
+
+	if (!ensure_init())
+		return boot_alloc(PAGE, n);
+	pg = sys_pg;
 
 	if (n > SIZE_MAX - pg) {
 		errno = ENOMEM;
@@ -1299,7 +1891,7 @@ static size_t read_rss(void)
 		s++;
 	while (*s >= '0' && *s <= '9')
 		v = v * 10 + (size_t)(*s++ - '0');
-	return v * sys_page();
+	return v * real_pg;
 }
 
 /* Bytes of free objects in index i's caches, and (*cap) the sum of their
@@ -1334,8 +1926,10 @@ static void stats_fill(struct rsk_malloc_stats *st)
 			continue;
 		st->mode = p->mode == RSK_INDEX_CID; /* the mode in effect */
 		st->mapped += ps.bytes_mapped;
-		st->in_use += ps.in_use * sz;
-		st->cached += ps.cached * sz;
+		/* A thread cache's objects are in use for the pool, free here. */
+		size_t tc = tc_cached(c);
+		st->in_use += (ps.in_use > tc ? ps.in_use - tc : 0) * sz;
+		st->cached += (ps.cached + tc) * sz;
 		st->central += ps.depot * sz;
 	}
 	st->cpu_bound = CPU_BOUND;
@@ -1351,10 +1945,16 @@ static void stats_fill(struct rsk_malloc_stats *st)
 		if (cap > st->cpu_capacity_max)
 			st->cpu_capacity_max = cap;
 	}
+	/* The front caches' blocks count in large_blocks and large_bytes. */
 	st->large_blocks = __atomic_load_n(&large_blocks, __ATOMIC_RELAXED);
 	st->large_bytes = __atomic_load_n(&large_bytes, __ATOMIC_RELAXED);
-	st->cached += __atomic_load_n(&lc.bytes, __ATOMIC_RELAXED);
 	st->mapped += st->large_bytes + __atomic_load_n(&lc.bytes, __ATOMIC_RELAXED);
+	{
+		size_t fb, fbytes = lf_cached(&fb);
+		st->large_blocks = st->large_blocks > fb ? st->large_blocks - fb : 0;
+		st->large_bytes = st->large_bytes > fbytes ? st->large_bytes - fbytes : 0;
+		st->cached += fbytes + __atomic_load_n(&lc.bytes, __ATOMIC_RELAXED);
+	}
 	st->metadata += __atomic_load_n(&pm_leaves, __ATOMIC_RELAXED) * PM_LEAF_N * sizeof(uintptr_t);
 	st->rss = read_rss();
 }
@@ -1481,7 +2081,9 @@ API void *rsk_memalign(size_t align, size_t n)
 
 API void *rsk_valloc(size_t n)
 {
-	return do_memalign(sys_page(), n);
+	if (!ensure_init())
+		return boot_alloc(PAGE, n);
+	return do_memalign(sys_pg, n);
 }
 
 API void *rsk_pvalloc(size_t n)
@@ -1499,6 +2101,7 @@ API int rsk_malloc_trim(size_t pad)
 	(void)pad;
 	if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 2)
 		return 0;
+	tc_drain_self();
 	return release_free(1) > 0;
 }
 

@@ -93,6 +93,8 @@ struct helper {
 	const char *name;    /* "fallback", "jemalloc", ... */
 	const char *env;     /* the variable set in the child */
 	const char *value;   /* its value */
+	const char *env2;    /* optional: a second variable set in the child */
+	const char *value2;  /* ... and its value */
 	const char *library; /* LD_PRELOAD rows: the shared object (a soname) */
 	const char *symbol;  /* ... and a symbol only it defines: the preload took */
 	const char *package; /* the Debian package that provides it */

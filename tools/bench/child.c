@@ -126,6 +126,8 @@ int helper_start(const struct helper *h, const char *argv0)
 		snprintf(rfd, sizeof(rfd), "%d", down[0]);
 		snprintf(wfd, sizeof(wfd), "%d", up[1]);
 		setenv(h->env, h->value, 1);
+		if (h->env2)
+			setenv(h->env2, h->value2, 1);
 		execl("/proc/self/exe", argv0, "--helper-serve", rfd, wfd, (char *)NULL);
 		_exit(127);
 	}

@@ -71,6 +71,14 @@ const struct helper helper_rskmalloc = {
 	.symbol = NULL, .package = NULL,
 };
 
+/* rseqkit-malloc where the process cannot run sections (RSEQKIT_DISABLE=1):
+ * the "rseqkit-fallback" rows of malloc-16 and malloc-256, beside glibc's
+ * malloc (rseqkit-bench --fallback). */
+static const struct helper helper_rskmalloc_fallback = {
+	.name = "rseqkit-malloc-norseq", .env = "LD_PRELOAD", .value = rskm_path,
+	.library = rskm_path, .env2 = "RSEQKIT_DISABLE", .value2 = "1",
+};
+
 __attribute__((constructor)) static void rskm_locate(void)
 {
 	const char *e = getenv("RSEQKIT_MALLOC_LIB");
@@ -533,8 +541,12 @@ static int share_check(void *sh, struct thr *t, int n, char *err, size_t len)
 
 static const struct impl malloc_impls[] = {
 	ALLOC_ROWS("malloc-16", pairs_setup_16, NULL, pairs_fn, pairs_check, 0),
+	AROW("malloc-16", "rseqkit-fallback", pairs_setup_16, NULL, pairs_fn, pairs_check, 0,
+	     &helper_rskmalloc_fallback),
 	ALLOC_ROWS("malloc-64", pairs_setup_64, NULL, pairs_fn, pairs_check, 0),
 	ALLOC_ROWS("malloc-256", pairs_setup_256, NULL, pairs_fn, pairs_check, 0),
+	AROW("malloc-256", "rseqkit-fallback", pairs_setup_256, NULL, pairs_fn, pairs_check, 0,
+	     &helper_rskmalloc_fallback),
 	ALLOC_ROWS("malloc-4k", pairs_setup_4096, NULL, pairs_fn, pairs_check, 0),
 	ALLOC_ROWS("malloc-32k", pairs_setup_32768, NULL, pairs_fn, pairs_check, 0),
 	ALLOC_ROWS("malloc-1m", pairs_setup_1048576, NULL, pairs_fn, pairs_check, 0),
@@ -745,6 +757,8 @@ static void malloc_summary(const struct row *rows, int nrows)
 {
 	int counts[MAX_THREAD_COUNTS], nc = 0;
 
+	if (bench_fallback_set)
+		return; /* its rows are the report's fallback lines */
 	for (int i = 0; i < nrows; i++) {
 		bool seen = false;
 		for (int c = 0; c < nc; c++)

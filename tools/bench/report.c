@@ -326,6 +326,8 @@ const char *fallback_twin(const char *op)
 		return "atomic-getcpu";
 	if (!strcmp(op, "pool"))
 		return "malloc";
+	if (!strncmp(op, "malloc-", 7))
+		return "glibc";
 	return "mutex";
 }
 
