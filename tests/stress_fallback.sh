@@ -16,6 +16,17 @@
 # hands an object out twice (RSEQKIT_INJECT_BROKEN_TCACHE=1): each must
 # then FAIL (the pool may also stop in its own corruption check, SIGABRT),
 # which shows that the checks see a lost add and a duplicate.
+# The spinlock's slow path takes the lock word itself (a swap to the
+# thread's value, a fence, a re-check: src/percpu/spinlock.c): mixed runs
+# with the windows widened - before and after the swap (8, with
+# migrations: -g), before a section's commit (3), inside the region the
+# lock guards (9) - and, as negative controls, the same runs with the
+# fence or the re-check left out (RSEQKIT_INJECT_BROKEN_FOLD=fence,
+# =check): a section and a slow path then hold one lock at once and the
+# guarded count comes out wrong (FAILED).  The controls run in cid mode,
+# where a part's sections run on any CPU, beside the slow path; in cpu
+# mode they only can after the slow thread migrated inside the window,
+# which a quick run rarely shows.
 BUILD=${BUILD:-build}
 STRESS=$BUILD/bin/rseqkit-stress
 
@@ -26,7 +37,7 @@ fi
 cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 THREADS=$((16 * cpus))
 
-echo "1..16"
+echo "1..20"
 n=0
 fails=0
 # check WANT ARGS...: WANT is OK or FAILED, the last word of the verdict.
@@ -67,4 +78,10 @@ for mode in cpu cid; do
 	RSEQKIT_INJECT_BROKEN_SPILL=1 check FAILED -T i -I $mode -d -t $THREADS -r 20000
 	RSEQKIT_INJECT_BROKEN_SPILL=1 check FAILED -T i -I $mode -D 2 -t $THREADS -r 20000
 done
+FOLD="-D 2 -t $THREADS -r 20000 -3 2000 -8 2000 -9 200 -g 200"
+for mode in cpu cid; do
+	check OK -T s -I $mode $FOLD
+done
+RSEQKIT_INJECT_BROKEN_FOLD=fence check FAILED -T s -I cid $FOLD
+RSEQKIT_INJECT_BROKEN_FOLD=check check FAILED -T s -I cid $FOLD
 [ $fails -eq 0 ]

@@ -28,6 +28,8 @@
  *   RSK_ARCH_PART_ADD:    *(slot + VDISP) += count
  *   RSK_ARCH_PART_CAS:    if (*(slot + VDISP) == expect) *(slot + VDISP) = newv
  *                         (else leave through `cmpfail`)
+ *   RSK_ARCH_PART_CAS_UNGATED: the same with no gate (no GDISP): a negative
+ *                         index (-1, -2) leaves through `stopped` instead
  *   RSK_ARCH_PART_PUSH:   node->next = *(slot + VDISP); *(slot + VDISP) = node,
  *                         with release ordering (next at byte NEXT of node)
  *   RSK_ARCH_PART_POP:    head = *(slot + VDISP); if 0 leave through `cmpfail`;
@@ -65,6 +67,12 @@
 	"shlq $7, %[pos]\n\t" RSK_INJECT_ASM(2)                                \
 	"cmpq $0, %c[gdisp](%[base], %[pos])\n\t"                              \
 	"jnz %l[stopped]\n\t"
+/* The ungated part operations' start: a sign test instead of the gate. */
+#define RSK_X64_PART_ENTER_UNGATED                                             \
+	RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) \
+	"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"                            \
+	"shlq $7, %[pos]\n\t"                                                  \
+	"js %l[stopped]\n\t" RSK_INJECT_ASM(2)
 #define RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_)                    \
 	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [base] "r"(base_),  \
 		[vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
@@ -176,6 +184,17 @@
 			     "movq %[newv], %c[vdisp](%[base], %[pos])\n",      \
 			     (, [pos] "=&r"(pos_)),                             \
 			     (RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			      [expect] "re"(expect_), [newv] "re"(newv_)),      \
+			     ("cc"), cmpfail, aborted, stopped)
+
+#define RSK_ARCH_PART_CAS_UNGATED(area_, ioff_, base_, pos_, vdisp_, expect_, newv_) \
+	RSK_X64_PART_SECTION(, RSK_ASM_EXIT("cmpfail") RSK_X64_PART_ENTER_UNGATED, \
+			     "cmpq %[expect], %c[vdisp](%[base], %[pos])\n\t"   \
+			     "jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)            \
+			     "movq %[newv], %c[vdisp](%[base], %[pos])\n",      \
+			     (, [pos] "=&r"(pos_)),                             \
+			     ([area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), \
+			      [base] "r"(base_), [vdisp] "i"(vdisp_),           \
 			      [expect] "re"(expect_), [newv] "re"(newv_)),      \
 			     ("cc"), cmpfail, aborted, stopped)
 
