@@ -120,6 +120,9 @@ extern "C" {
 
 /* Alignment and minimum stride of each CPU's part. */
 #define RSK_PERCPU_ALIGN 128
+/* Not API: log2 of the parts' stride in the structures whose parts are an
+ * array of RSK_PERCPU_ALIGN-byte parts (counter, spinlock, stack). */
+#define RSK_PERCPU_SHIFT_ 7
 
 /* Around a flexible array member: they are C99, and g++ and clang++ accept
  * them as an extension but warn under -pedantic. */
@@ -297,35 +300,40 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		if (RSK_PERCPU_UNLIKELY((off) == 0))                           \
 			goto noindex;                                          \
 	} while (0)
-#define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                             \
+#define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                          \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_ADD(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), count); \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
+				  RSK_PERCPU_GDISP_(T), count);                \
 	} while (0)
-#define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                      \
+#define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                   \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_CAS(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), expect, newv); \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
+				  RSK_PERCPU_GDISP_(T), expect, newv);         \
 	} while (0)
-#define RSK_PERCPU_CAS_UNGATED_(s, T, off, pos, field, expect, newv)              \
+#define RSK_PERCPU_CAS_UNGATED_(s, T, off, pos, field, expect, newv)           \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_CAS_UNGATED(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			  RSK_PERCPU_VDISP_(T, field), expect, newv);          \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
+				  expect, newv);                               \
 	} while (0)
-#define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                       \
+#define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                    \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_PUSH(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			   RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), node, next); \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
+				  RSK_PERCPU_GDISP_(T), node, next);           \
 	} while (0)
-#define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                        \
+#define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                     \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_POP(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), head, next); \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
+				  RSK_PERCPU_GDISP_(T), head, next);           \
 	} while (0)
 #else
 /* Enter, then one `_at` operation on the slot's word; its result picks
