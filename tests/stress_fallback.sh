@@ -16,6 +16,17 @@
 # hands an object out twice (RSEQKIT_INJECT_BROKEN_TCACHE=1): each must
 # then FAIL (the pool may also stop in its own corruption check, SIGABRT),
 # which shows that the checks see a lost add and a duplicate.
+# The spinlock's slow path takes the lock word itself (a swap to the
+# thread's value, a fence, a re-check: src/percpu/spinlock.c): mixed runs
+# with the windows widened - before and after the swap (8, with
+# migrations: -g), before a section's commit (3), inside the region the
+# lock guards (9) - and, as negative controls, the same runs with the
+# fence or the re-check left out (RSEQKIT_INJECT_BROKEN_FOLD=fence,
+# =check): a section and a slow path then hold one lock at once and the
+# guarded count comes out wrong (FAILED).  The controls run in cid mode,
+# where a part's sections run on any CPU, beside the slow path; in cpu
+# mode they only can after the slow thread migrated inside the window,
+# which a quick run rarely shows.
 BUILD=${BUILD:-build}
 STRESS=$BUILD/bin/rseqkit-stress
 
@@ -26,7 +37,7 @@ fi
 cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 THREADS=$((16 * cpus))
 
-echo "1..16"
+echo "1..20"
 n=0
 fails=0
 # check WANT ARGS...: WANT is OK or FAILED, the last word of the verdict.
@@ -67,4 +78,37 @@ for mode in cpu cid; do
 	RSEQKIT_INJECT_BROKEN_SPILL=1 check FAILED -T i -I $mode -d -t $THREADS -r 20000
 	RSEQKIT_INJECT_BROKEN_SPILL=1 check FAILED -T i -I $mode -D 2 -t $THREADS -r 20000
 done
+# fold_control BROKEN ARGS...: up to five runs, repetitions doubling, one
+# FAILED is enough (the race is a matter of timing, and of what else the
+# machine runs).
+fold_control() {
+	broken=$1
+	shift
+	n=$((n + 1))
+	reps=20000
+	for try in 1 2 3 4 5; do
+		out=$( { RSEQKIT_INJECT_BROKEN_FOLD=$broken "$STRESS" -r $reps "$@"; } 2>&1)
+		rc=$?
+		reps=$((reps * 2))
+		verdict=$(printf '%s\n' "$out" | grep '^rseqkit-stress: test=' | tail -n 1)
+		case $rc:$verdict in
+		1:*" FAILED: "*)
+			echo "ok $n - FAILED (negative control, broken $broken, run $try): $*"
+			return
+			;;
+		esac
+	done
+	echo "not ok $n - want FAILED, broken $broken, 5 runs: $* (exit $rc)"
+	printf '%s\n' "$out" | sed 's/^/# /' | tail -n 5
+	fails=$((fails + 1))
+}
+FOLD="-D 2 -t $THREADS -9 200 -g 200"
+for mode in cpu cid; do
+	check OK -T s -I $mode -r 20000 $FOLD -3 2000 -8 2000
+done
+# Without the fence a section that read the word free commits after the
+# re-read (a long section, -3); without the re-read it commits between the
+# swap and the fence (a long window, -8).
+fold_control fence -T s -I cid $FOLD -3 5000 -8 5000
+fold_control check -T s -I cid $FOLD -3 2000 -8 5000
 [ $fails -eq 0 ]

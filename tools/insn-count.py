@@ -259,12 +259,12 @@ def report(loops, funcs, label, verbose):
         res[fn] = c
     print("instruction count: the hot path once round each loop%s" %
           (" (%s)" % label if label else ""))
-    print("  %-28s %-12s %-4s %8s %6s %4s %8s %s" %
+    print("  %-28s %-15s %-4s %8s %6s %4s %8s %s" %
           ("loop", "impl", "mode", "head", "insns", "ops", "per op", "notes"))
     for lp in loops:
         c = res.get(lp["fn"])
         if not c:
-            print("  %-28s %-12s %-4s   ERROR (see below)" % (lp["fn"], lp["impl"], lp["mode"]))
+            print("  %-28s %-15s %-4s   ERROR (see below)" % (lp["fn"], lp["impl"], lp["mode"]))
             continue
         notes = []
         if c["nops"]:
@@ -273,15 +273,16 @@ def report(loops, funcs, label, verbose):
             notes.append("%d branch(es) taken off the fall-through" % c["taken"])
         if c["calls"]:
             notes.append("%d call(s) on the hot path!" % c["calls"])
-        print("  %-28s %-12s %-4s %8x %6d %4d %8.2f %s" %
+        print("  %-28s %-15s %-4s %8x %6d %4d %8.2f %s" %
               (lp["fn"], lp["impl"], lp["mode"], c["head"], c["insns"], lp["ops"],
                c["per_op"], ", ".join(notes)))
         if verbose:
             for i in c["round"]:
                 print("      %8x  %s" % (i.addr, i.text))
     print("\nper operation, rseqkit beside hand-written, against the issue's targets:")
-    print("  %-26s %8s %10s %10s   %s" % ("fast path", "rseqkit", "hand cpu", "hand cid",
-                                          "target"))
+    print("  %-26s %8s %10s %10s %10s %10s   %s" % ("fast path", "rseqkit", "hand cpu",
+                                                    "hand cid", "guar cpu", "guar cid",
+                                                    "target"))
     unmet = 0
     for p in PATHS + sorted({lp["path"] for lp in loops} - set(PATHS)):
         mine = [lp for lp in loops if lp["path"] == p]
@@ -297,6 +298,8 @@ def report(loops, funcs, label, verbose):
         r = fig("rseqkit")
         hc = fig("hand-written", "cpu")
         hd = fig("hand-written", "cid")
+        gc = fig("hand-guaranteed", "cpu")
+        gd = fig("hand-guaranteed", "cid")
         fmt = lambda v: "%.2f" % v if v is not None else "-"
         t = TARGETS.get(p)
         if t is None:
@@ -312,7 +315,8 @@ def report(loops, funcs, label, verbose):
             ok = r <= hc
             unmet += not ok
             tgt += "; <= hand-written (%s): %s" % (fmt(hc), "met" if ok else "not met")
-        print("  %-26s %8s %10s %10s   %s" % (NAMES.get(p, p), fmt(r), fmt(hc), fmt(hd), tgt))
+        print("  %-26s %8s %10s %10s %10s %10s   %s" % (NAMES.get(p, p), fmt(r), fmt(hc),
+                                                      fmt(hd), fmt(gc), fmt(gd), tgt))
     for e in errors:
         print("insn-count: ERROR: %s" % e, file=sys.stderr)
     return (1 if errors else 0), unmet

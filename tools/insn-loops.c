@@ -118,42 +118,45 @@ LOOP int loop_rsk_mm_cid(unsigned n)
 /* ---- hand-written twins ----------------------------------------- */
 
 #ifdef YS_HAVE_HAND
-#define HAND_LOOPS(MODE)                                                       \
-	LOOP void loop_hw_counter_add4_##MODE(char *p, size_t span, unsigned n) \
+/* G: empty (the limit) or _g (the twin with the library's guarantees),
+ * H: the loops' prefix. */
+#define HAND_LOOPS(MODE) HAND_LOOPS_(MODE, , hw)
+#define HAND_LOOPS_(MODE, G, H)                                                \
+	LOOP void loop_##H##_counter_add4_##MODE(char *p, size_t span, unsigned n) \
 	{                                                                      \
 		ptrdiff_t off = ys_offset();                                   \
 		for (unsigned i = 0; i < n; i++) {                             \
-			ys_add_##MODE(off, p, 1);                              \
-			ys_add_##MODE(off, p + span, 1);                       \
-			ys_add_##MODE(off, p + 2 * span, 1);                   \
-			ys_add_##MODE(off, p + 3 * span, 1);                   \
+			ys_add##G##_##MODE(off, p, 1);                              \
+			ys_add##G##_##MODE(off, p + span, 1);                       \
+			ys_add##G##_##MODE(off, p + 2 * span, 1);                   \
+			ys_add##G##_##MODE(off, p + 3 * span, 1);                   \
 		}                                                              \
 	}                                                                      \
-	LOOP void loop_hw_spinlock_##MODE(char *locks, unsigned n)             \
+	LOOP void loop_##H##_spinlock_##MODE(char *locks, unsigned n)             \
 	{                                                                      \
 		ptrdiff_t off = ys_offset();                                   \
 		for (unsigned i = 0; i < n; i++)                               \
-			ys_unlock(locks, ys_lock_##MODE(off, locks));          \
+			ys_unlock(locks, ys_lock##G##_##MODE(off, locks));          \
 	}                                                                      \
-	LOOP int loop_hw_stack_##MODE(char *parts, unsigned n)                 \
+	LOOP int loop_##H##_stack_##MODE(char *parts, unsigned n)                 \
 	{                                                                      \
 		ptrdiff_t off = ys_offset();                                   \
 		for (unsigned i = 0; i < n; i++) {                             \
-			struct ys_node *nd = ys_pop_##MODE(off, parts);        \
+			struct ys_node *nd = ys_pop##G##_##MODE(off, parts);        \
 			if (UNLIKELY(nd == NULL))                              \
 				return -1;                                     \
-			ys_push_##MODE(off, parts, nd);                        \
+			ys_push##G##_##MODE(off, parts, nd);                        \
 		}                                                              \
 		return 0;                                                      \
 	}                                                                      \
-	LOOP int loop_hw_ptrbuf_##MODE(char *parts, unsigned n)                \
+	LOOP int loop_##H##_ptrbuf_##MODE(char *parts, unsigned n)                \
 	{                                                                      \
 		ptrdiff_t off = ys_offset();                                   \
 		for (unsigned i = 0; i < n; i++) {                             \
 			void *p;                                               \
-			if (UNLIKELY(ys_ppop_##MODE(off, parts, &p) < 0))      \
+			if (UNLIKELY(ys_ppop##G##_##MODE(off, parts, &p) < 0))      \
 				return -1;                                     \
-			ys_ppush_##MODE(off, parts, p);                        \
+			ys_ppush##G##_##MODE(off, parts, p);                        \
 		}                                                              \
 		return 0;                                                      \
 	}
@@ -167,6 +170,16 @@ HAND_LOOPS(cpu)
 //@insn path=stack impl=hand-written mode=cid ops=1 fn=loop_hw_stack_cid
 //@insn path=ptrbuf impl=hand-written mode=cid ops=1 fn=loop_hw_ptrbuf_cid
 HAND_LOOPS(cid)
+//@insn path=counter-add impl=hand-guaranteed mode=cpu ops=4 fn=loop_hg_counter_add4_cpu
+//@insn path=spinlock impl=hand-guaranteed mode=cpu ops=1 fn=loop_hg_spinlock_cpu
+//@insn path=stack impl=hand-guaranteed mode=cpu ops=1 fn=loop_hg_stack_cpu
+//@insn path=ptrbuf impl=hand-guaranteed mode=cpu ops=1 fn=loop_hg_ptrbuf_cpu
+HAND_LOOPS_(cpu, _g, hg)
+//@insn path=counter-add impl=hand-guaranteed mode=cid ops=4 fn=loop_hg_counter_add4_cid
+//@insn path=spinlock impl=hand-guaranteed mode=cid ops=1 fn=loop_hg_spinlock_cid
+//@insn path=stack impl=hand-guaranteed mode=cid ops=1 fn=loop_hg_stack_cid
+//@insn path=ptrbuf impl=hand-guaranteed mode=cid ops=1 fn=loop_hg_ptrbuf_cid
+HAND_LOOPS_(cid, _g, hg)
 
 //@insn path=cpu-read impl=hand-written mode=cpu ops=1 fn=loop_hw_cpu
 LOOP int loop_hw_cpu(unsigned n)
@@ -281,47 +294,53 @@ int main(void)
 		struct ys_node yn = {NULL, 7};
 		if (!cp || !lk || !st || !pb)
 			return 1;
-#define HAND_RUN(MODE)                                                                 \
+/* The counter sums the word at +8 too: the guaranteed twin's fallback. */
+#define HAND_RUN(MODE) HAND_RUN_(MODE, , hw, "hand-written ")
+#define HAND_RUN_(MODE, G, H, WHAT)                                                    \
 	do {                                                                           \
 		memset(cp, 0, 4 * span);                                               \
 		memset(lk, 0, span);                                                   \
-		loop_hw_counter_add4_##MODE(cp, span, N);                              \
+		loop_##H##_counter_add4_##MODE(cp, span, N);                              \
 		total = 0;                                                             \
 		for (int k = 0; k < 4 * ncpu; k++)                                     \
-			total += *(intptr_t *)(void *)(cp + ((size_t)k << 7));         \
-		expect("hand-written counter adds " #MODE, (long)total, 4 * N);        \
-		loop_hw_spinlock_##MODE(lk, N);                                        \
+			total += *(intptr_t *)(void *)(cp + ((size_t)k << 7)) +        \
+				 *(intptr_t *)(void *)(cp + ((size_t)k << 7) + 8);      \
+		expect(WHAT "counter adds " #MODE, (long)total, 4 * N);        \
+		loop_##H##_spinlock_##MODE(lk, N);                                        \
 		for (int k = 0; k < ncpu; k++)                                         \
-			expect("hand-written lock free " #MODE,                        \
+			expect(WHAT "lock free " #MODE,                        \
 			       (long)*(intptr_t *)(void *)(lk + ((size_t)k << 7)), 0); \
 		r = -1;                                                                \
 		for (int tries = 0; tries < 100 && r; tries++) {                       \
 			memset(st, 0, span);                                           \
-			ys_push_##MODE(ys_offset(), st, &yn);                          \
-			r = loop_hw_stack_##MODE(st, N);                               \
+			ys_push##G##_##MODE(ys_offset(), st, &yn);                          \
+			r = loop_##H##_stack_##MODE(st, N);                               \
 		}                                                                      \
-		expect("hand-written stack pop+push " #MODE, r, 0);                    \
+		expect(WHAT "stack pop+push " #MODE, r, 0);                    \
 		total = 0;                                                             \
 		for (int k = 0; k < ncpu; k++)                                         \
 			total += *(struct ys_node **)(void *)(st + ((size_t)k << 7)) == &yn; \
-		expect("hand-written stack: the node on one part " #MODE, (long)total, 1); \
+		expect(WHAT "stack: the node on one part " #MODE, (long)total, 1); \
 		r = -1;                                                                \
 		for (int tries = 0; tries < 100 && r; tries++) {                       \
 			memset(pb, 0, (size_t)ncpu << YS_PTR_SHIFT);                   \
-			ys_ppush_##MODE(ys_offset(), pb, &yn);                         \
-			r = loop_hw_ptrbuf_##MODE(pb, N);                              \
+			ys_ppush##G##_##MODE(ys_offset(), pb, &yn);                         \
+			r = loop_##H##_ptrbuf_##MODE(pb, N);                              \
 		}                                                                      \
-		expect("hand-written ptrbuf pop+push " #MODE, r, 0);                   \
+		expect(WHAT "ptrbuf pop+push " #MODE, r, 0);                   \
 		total = 0;                                                             \
 		for (int k = 0; k < ncpu; k++) {                                       \
 			intptr_t *pp = (intptr_t *)(void *)(pb + ((size_t)k << YS_PTR_SHIFT)); \
 			total += pp[0] == 1 && pp[2] == (intptr_t)&yn;                 \
 		}                                                                      \
-		expect("hand-written ptrbuf: the pointer in one part " #MODE, (long)total, 1); \
+		expect(WHAT "ptrbuf: the pointer in one part " #MODE, (long)total, 1); \
 	} while (0)
 		HAND_RUN(cpu);
-		if (ys_cid_available())
+		HAND_RUN_(cpu, _g, hg, "hand-guaranteed ");
+		if (ys_cid_available()) {
 			HAND_RUN(cid);
+			HAND_RUN_(cid, _g, hg, "hand-guaranteed ");
+		}
 		cpu = loop_hw_cpu(1);
 		if (cpu < 0 || cpu >= ncpu)
 			expect("hand-written cpu read in range", cpu, 0);

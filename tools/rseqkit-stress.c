@@ -60,7 +60,7 @@
 #endif
 __attribute__((used)) static const char inject_points[] =
 	"rseqkit-stress injection points: "
-	"s=1 2 3 7 9;l=1 2 3 7 8;b=" POINTS_PTRBUF ";m=1 2 3 4 7 8;i=" POINTS_ADD " 7;"
+	"s=1 2 3 7 8 9;l=1 2 3 7 8;b=" POINTS_PTRBUF ";m=1 2 3 4 7 8;i=" POINTS_ADD " 7;"
 	"r=1 2 3 4 7 8 9;p=1 2 3 4 7 8 9;a=" POINTS_ADD " 7 8;";
 
 /* The points of test t ("1 2 7"), copied into buf; NULL if the table has

@@ -48,7 +48,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <linux/membarrier.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 
 /* A list node of the hand-written and thread-local stack rows. */
 struct ys_node {
@@ -344,6 +348,384 @@ static __attribute__((noinline, cold, unused)) void ys_yield_(void)
 
 YS_DEFINE_MODE(cpu, YS_OFF_CPU_ID)
 YS_DEFINE_MODE(cid, YS_OFF_MM_CID)
+
+/*
+ * The hand-written twins with the library's guarantees ("hand-guaranteed"
+ * rows): the operations above with what a careful user adds by hand so
+ * that a thread that cannot run sections still makes progress and a
+ * single-stepped thread finishes, and nothing more:
+ *
+ *  - the index is read sign-extended and scaled; a negative one (-1, -2:
+ *    the thread is not registered) leaves through `fallback` (js after
+ *    the shift);
+ *  - the abort handler counts aborts in a register zeroed before the
+ *    section and leaves through `fallback` after YS_ABORT_LIMIT in a row
+ *    (a debugger single-stepping the section aborts it every step);
+ *  - the fallback does the operation without a section:
+ *      counter: an atomic add to a second word of the part (+8; a sum
+ *               reads both), no exclusion needed;
+ *      spinlock: the lock word itself is the gate: a compare-and-swap
+ *               0 -> a tag of the thread's own, a fence of every CPU
+ *               (membarrier RSEQ: a section that had not committed is
+ *               restarted and then sees the tag), then the word is
+ *               re-read: still the tag, the lock is ours; anything else,
+ *               a section committed between the swap and the fence and
+ *               holds it;
+ *      stack, buffers: a gate word in the part (+8) that the section
+ *               tests; the fallback closes it with a compare-and-swap,
+ *               fences every CPU, works with plain code and reopens it.
+ */
+#define YS_ABORT_LIMIT "16"
+
+/* As YS_BEGIN, with the abort count zeroed before the arming label. */
+#define YS_G_BEGIN "xorl %k[n], %k[n]\n\t" YS_BEGIN
+
+/* As YS_END, the abort handler counting. */
+#define YS_G_END                                                               \
+	"2:\n\t"                                                               \
+	".pushsection __rseq_failure, \"ax\"\n\t"                              \
+	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
+	".long 0x53053053\n"                                                   \
+	"4:\n\t"                                                               \
+	"incl %k[n]\n\t"                                                       \
+	"cmpl $" YS_ABORT_LIMIT ", %k[n]\n\t"                                  \
+	"jae %l[fallback]\n\t"                                                 \
+	"jmp 0b\n\t"                                                           \
+	".popsection\n"
+
+/* t = index << shift; a negative index leaves. */
+#define YS_G_INDEX(FIELD, SHIFT)                                               \
+	"movslq %%fs:" FIELD "(%[off]), %[t]\n\t"                              \
+	"shlq $" SHIFT ", %[t]\n\t"                                            \
+	"js %l[fallback]\n\t"
+
+/* The fallbacks: out of line, no part of the fast path. */
+#define YS_COLD static __attribute__((noinline, cold, unused))
+
+/* A tag of the calling thread that no other thread's and no section's
+ * value (0, 1) can equal: the address of a thread-local byte. */
+static __thread char ys_tag_;
+
+/* Fence every CPU that runs a thread of the process: a section in flight
+ * there is restarted.  The registration is idempotent. */
+YS_COLD void ys_fence_(void)
+{
+	const int rseq = MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ;
+
+	if (syscall(SYS_membarrier, rseq, 0, 0) == 0)
+		return;
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0 &&
+	    syscall(SYS_membarrier, rseq, 0, 0) == 0)
+		return;
+	abort(); /* no fence: the hand-written fallback cannot be safe */
+}
+
+/* The part of a thread without a section: its index if it has one. */
+YS_INLINE uintptr_t ys_fb_part_(int idx, int shift)
+{
+	return (uintptr_t)(idx < 0 ? 0 : idx) << shift;
+}
+
+YS_COLD void ys_add_fb_(char *part, intptr_t inc)
+{
+	__atomic_fetch_add((intptr_t *)(void *)(part + 8), inc, __ATOMIC_RELAXED);
+}
+
+YS_COLD uintptr_t ys_lock_fb_(char *parts, uintptr_t o)
+{
+	intptr_t *w = (intptr_t *)(void *)(parts + o), tag = (intptr_t)&ys_tag_;
+
+	for (;;) {
+		intptr_t zero = 0;
+		if (__atomic_compare_exchange_n(w, &zero, tag, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED)) {
+			ys_fence_();
+			if (__atomic_load_n(w, __ATOMIC_ACQUIRE) == tag)
+				return o;
+		}
+		ys_yield_();
+	}
+}
+
+/* Close and open the gate at part + 8 (fallback threads wait for each
+ * other; sections leave while it is closed). */
+YS_COLD void ys_gate_close_(char *part)
+{
+	intptr_t *g = (intptr_t *)(void *)(part + 8);
+
+	for (;;) {
+		intptr_t zero = 0;
+		if (__atomic_compare_exchange_n(g, &zero, 1, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			break;
+		ys_yield_();
+	}
+	ys_fence_();
+}
+
+YS_INLINE void ys_gate_open_(char *part)
+{
+	__atomic_store_n((intptr_t *)(void *)(part + 8), 0, __ATOMIC_RELEASE);
+}
+
+YS_COLD void ys_push_fb_(char *part, struct ys_node *node)
+{
+	ys_gate_close_(part);
+	node->next = *(struct ys_node **)(void *)part;
+	*(struct ys_node **)(void *)part = node;
+	ys_gate_open_(part);
+}
+
+YS_COLD struct ys_node *ys_pop_fb_(char *part)
+{
+	struct ys_node *h;
+
+	ys_gate_close_(part);
+	h = *(struct ys_node **)(void *)part;
+	if (h != NULL)
+		*(struct ys_node **)(void *)part = h->next;
+	ys_gate_open_(part);
+	return h;
+}
+
+/* Buffers: count at +0, the gate at +8, W-word items from +16. */
+YS_COLD int ys_bpush_fb_(char *part, const intptr_t *src, int words, intptr_t cap)
+{
+	intptr_t *cnt = (intptr_t *)(void *)part, *items = cnt + 2;
+	int r = -1;
+
+	ys_gate_close_(part);
+	if (*cnt < cap) {
+		for (int k = 0; k < words; k++)
+			items[*cnt * words + k] = src[k];
+		++*cnt;
+		r = 0;
+	}
+	ys_gate_open_(part);
+	return r;
+}
+
+YS_COLD int ys_bpop_fb_(char *part, intptr_t *dst, int words)
+{
+	intptr_t *cnt = (intptr_t *)(void *)part, *items = cnt + 2;
+	int r = -1;
+
+	ys_gate_close_(part);
+	if (*cnt > 0) {
+		--*cnt;
+		for (int k = 0; k < words; k++)
+			dst[k] = items[*cnt * words + k];
+		r = 0;
+	}
+	ys_gate_open_(part);
+	return r;
+}
+
+#define YS_DEFINE_GMODE(MODE, FIELD)                                           \
+	YS_INLINE void ys_add_g_##MODE(ptrdiff_t off, char *parts, intptr_t inc) \
+	{                                                                      \
+		uintptr_t t;                                                   \
+		unsigned n;                                                    \
+		__asm__ __volatile__ goto(YS_G_BEGIN YS_G_INDEX(FIELD, "7")     \
+				     "addq %[inc], (%[parts], %[t])\n" YS_G_END \
+				     : [t] "=&r"(t), [n] "=&r"(n)              \
+				     : [off] "r"(off), [parts] "r"(parts),     \
+				       [inc] "er"(inc)                         \
+				     : "memory", "cc"                          \
+				     : fallback);                              \
+		return;                                                        \
+	fallback:                                                              \
+		ys_add_fb_(parts + ys_fb_part_(ys_read_##MODE(off), 7), inc);  \
+	}                                                                      \
+                                                                               \
+	/* The lock: no gate (see above); a held word is 1 or a tag. */        \
+	YS_INLINE uintptr_t ys_lock_g_##MODE(ptrdiff_t off, char *parts)       \
+	{                                                                      \
+		uintptr_t t;                                                   \
+		unsigned n;                                                    \
+		for (;;) {                                                     \
+			__asm__ __volatile__ goto(YS_G_BEGIN YS_G_INDEX(FIELD, "7") \
+				     "cmpq $0, (%[parts], %[t])\n\t"           \
+				     "jne %l[busy]\n\t"                        \
+				     "movq $1, (%[parts], %[t])\n" YS_G_END    \
+				     : [t] "=&r"(t), [n] "=&r"(n)              \
+				     : [off] "r"(off), [parts] "r"(parts)      \
+				     : "memory", "cc"                          \
+				     : busy, fallback);                        \
+			return t;                                              \
+		busy:                                                          \
+			ys_yield_();                                           \
+		}                                                              \
+	fallback:                                                              \
+		return ys_lock_fb_(parts, ys_fb_part_(ys_read_##MODE(off), 7)); \
+	}                                                                      \
+                                                                               \
+	YS_INLINE void ys_push_g_##MODE(ptrdiff_t off, char *parts, struct ys_node *node) \
+	{                                                                      \
+		uintptr_t t, h;                                                \
+		unsigned n;                                                    \
+		__asm__ __volatile__ goto(YS_G_BEGIN YS_G_INDEX(FIELD, "7")     \
+				     "cmpq $0, 8(%[parts], %[t])\n\t"          \
+				     "jne %l[fallback]\n\t"                    \
+				     "movq (%[parts], %[t]), %[h]\n\t"         \
+				     "movq %[h], (%[node])\n\t"                \
+				     "movq %[node], (%[parts], %[t])\n" YS_G_END \
+				     : [t] "=&r"(t), [h] "=&r"(h), [n] "=&r"(n) \
+				     : [off] "r"(off), [parts] "r"(parts),     \
+				       [node] "r"(node)                        \
+				     : "memory", "cc"                          \
+				     : fallback);                              \
+		return;                                                        \
+	fallback:                                                              \
+		ys_push_fb_(parts + ys_fb_part_(ys_read_##MODE(off), 7), node); \
+	}                                                                      \
+                                                                               \
+	YS_INLINE struct ys_node *ys_pop_g_##MODE(ptrdiff_t off, char *parts)  \
+	{                                                                      \
+		uintptr_t t;                                                   \
+		unsigned n;                                                    \
+		struct ys_node *h, *nx;                                        \
+		__asm__ __volatile__ goto(YS_G_BEGIN YS_G_INDEX(FIELD, "7")     \
+			     "cmpq $0, 8(%[parts], %[t])\n\t"                  \
+			     "jne %l[fallback]\n\t"                            \
+			     "movq (%[parts], %[t]), %[h]\n\t"                 \
+			     "testq %[h], %[h]\n\t"                            \
+			     "jz %l[empty]\n\t"                                \
+			     "movq (%[h]), %[nx]\n\t"                          \
+			     "movq %[nx], (%[parts], %[t])\n" YS_G_END         \
+			     : [t] "=&r"(t), [h] "=&r"(h), [nx] "=&r"(nx), [n] "=&r"(n) \
+			     : [off] "r"(off), [parts] "r"(parts)              \
+			     : "memory", "cc"                                  \
+			     : empty, fallback);                               \
+		if (h == NULL) /* never: tells the caller's NULL test */       \
+			__builtin_unreachable();                               \
+		return h;                                                      \
+	empty:                                                                 \
+		return NULL;                                                   \
+	fallback:                                                              \
+		return ys_pop_fb_(parts + ys_fb_part_(ys_read_##MODE(off), 7)); \
+	}                                                                      \
+                                                                               \
+	YS_INLINE int ys_ppush_g_##MODE(ptrdiff_t off, char *parts, void *ptr) \
+	{                                                                      \
+		uintptr_t t, c;                                                \
+		unsigned n;                                                    \
+		intptr_t v_;                                                   \
+		__asm__ __volatile__ goto(YS_G_BEGIN YS_G_INDEX(FIELD, YS_STR(YS_PTR_SHIFT)) \
+			     "addq %[parts], %[t]\n\t"                         \
+			     "cmpq $0, 8(%[t])\n\t"                            \
+			     "jne %l[fallback]\n\t"                            \
+			     "movq (%[t]), %[c]\n\t"                           \
+			     "cmpq $" YS_STR(YS_PTR_CAP) ", %[c]\n\t"          \
+			     "jae %l[full]\n\t"                                \
+			     "movq %[ptr], 16(%[t], %[c], 8)\n\t"              \
+			     "addq $1, %[c]\n\t"                               \
+			     "movq %[c], (%[t])\n" YS_G_END                    \
+			     : [t] "=&r"(t), [c] "=&r"(c), [n] "=&r"(n)        \
+			     : [off] "r"(off), [parts] "r"(parts), [ptr] "r"(ptr) \
+			     : "memory", "cc"                                  \
+			     : full, fallback);                                \
+		return 0;                                                      \
+	full:                                                                  \
+		return -1;                                                     \
+	fallback:                                                              \
+		v_ = (intptr_t)ptr;                                            \
+		return ys_bpush_fb_(parts + ys_fb_part_(ys_read_##MODE(off), YS_PTR_SHIFT), \
+				    &v_, 1, YS_PTR_CAP);                       \
+	}                                                                      \
+                                                                               \
+	YS_INLINE int ys_ppop_g_##MODE(ptrdiff_t off, char *parts, void **out) \
+	{                                                                      \
+		uintptr_t t, c;                                                \
+		unsigned n;                                                    \
+		intptr_t v_;                                                   \
+		void *p;                                                       \
+		__asm__ __volatile__ goto(YS_G_BEGIN YS_G_INDEX(FIELD, YS_STR(YS_PTR_SHIFT)) \
+			     "addq %[parts], %[t]\n\t"                         \
+			     "cmpq $0, 8(%[t])\n\t"                            \
+			     "jne %l[fallback]\n\t"                            \
+			     "movq (%[t]), %[c]\n\t"                           \
+			     "subq $1, %[c]\n\t"                               \
+			     "jb %l[empty]\n\t"                                \
+			     "movq 16(%[t], %[c], 8), %[p]\n\t"                \
+			     "movq %[c], (%[t])\n" YS_G_END                    \
+			     : [t] "=&r"(t), [c] "=&r"(c), [p] "=&r"(p), [n] "=&r"(n) \
+			     : [off] "r"(off), [parts] "r"(parts)              \
+			     : "memory", "cc"                                  \
+			     : empty, fallback);                               \
+		*out = p;                                                      \
+		return 0;                                                      \
+	empty:                                                                 \
+		return -1;                                                     \
+	fallback:                                                              \
+		if (ys_bpop_fb_(parts + ys_fb_part_(ys_read_##MODE(off), YS_PTR_SHIFT), \
+				&v_, 1) < 0)                                   \
+			return -1;                                             \
+		*out = (void *)v_;                                             \
+		return 0;                                                      \
+	}                                                                      \
+	YS_DEFINE_GCOPY(MODE, FIELD, 2, YS_C16_SHIFT, YS_C16_CAP, "4", YS_COPY2) \
+	YS_DEFINE_GCOPY(MODE, FIELD, 8, YS_C64_SHIFT, YS_C64_CAP, "6", YS_COPY8)
+
+#define YS_DEFINE_GCOPY(MODE, FIELD, W, SHIFT, CAP, LOG2SZ, COPY)              \
+	YS_INLINE int ys_cpush##W##_g_##MODE(ptrdiff_t off, char *parts, const intptr_t *src) \
+	{                                                                      \
+		uintptr_t t, c, d, x;                                          \
+		unsigned n;                                                    \
+		__asm__ __volatile__ goto(YS_G_BEGIN YS_G_INDEX(FIELD, YS_STR(SHIFT)) \
+			     "addq %[parts], %[t]\n\t"                         \
+			     "cmpq $0, 8(%[t])\n\t"                            \
+			     "jne %l[fallback]\n\t"                            \
+			     "movq (%[t]), %[c]\n\t"                           \
+			     "cmpq $" YS_STR(CAP) ", %[c]\n\t"                 \
+			     "jae %l[full]\n\t"                                \
+			     "movq %[c], %[d]\n\t"                             \
+			     "shlq $" LOG2SZ ", %[d]\n\t"                      \
+			     "leaq 16(%[t], %[d]), %[d]\n\t"                   \
+			     COPY("src", "d")                                  \
+			     "addq $1, %[c]\n\t"                               \
+			     "movq %[c], (%[t])\n" YS_G_END                    \
+			     : [t] "=&r"(t), [c] "=&r"(c), [d] "=&r"(d), [x] "=&r"(x), \
+			       [n] "=&r"(n)                                    \
+			     : [off] "r"(off), [parts] "r"(parts), [src] "r"(src) \
+			     : "memory", "cc"                                  \
+			     : full, fallback);                                \
+		return 0;                                                      \
+	full:                                                                  \
+		return -1;                                                     \
+	fallback:                                                              \
+		return ys_bpush_fb_(parts + ys_fb_part_(ys_read_##MODE(off), SHIFT), src, W, CAP); \
+	}                                                                      \
+	YS_INLINE int ys_cpop##W##_g_##MODE(ptrdiff_t off, char *parts, intptr_t *dst) \
+	{                                                                      \
+		uintptr_t t, c, d, x;                                          \
+		unsigned n;                                                    \
+		__asm__ __volatile__ goto(YS_G_BEGIN YS_G_INDEX(FIELD, YS_STR(SHIFT)) \
+			     "addq %[parts], %[t]\n\t"                         \
+			     "cmpq $0, 8(%[t])\n\t"                            \
+			     "jne %l[fallback]\n\t"                            \
+			     "movq (%[t]), %[c]\n\t"                           \
+			     "subq $1, %[c]\n\t"                               \
+			     "jb %l[empty]\n\t"                                \
+			     "movq %[c], %[d]\n\t"                             \
+			     "shlq $" LOG2SZ ", %[d]\n\t"                      \
+			     "leaq 16(%[t], %[d]), %[d]\n\t"                   \
+			     COPY("d", "dst")                                  \
+			     "movq %[c], (%[t])\n" YS_G_END                    \
+			     : [t] "=&r"(t), [c] "=&r"(c), [d] "=&r"(d), [x] "=&r"(x), \
+			       [n] "=&r"(n)                                    \
+			     : [off] "r"(off), [parts] "r"(parts), [dst] "r"(dst) \
+			     : "memory", "cc"                                  \
+			     : empty, fallback);                               \
+		return 0;                                                      \
+	empty:                                                                 \
+		return -1;                                                     \
+	fallback:                                                              \
+		return ys_bpop_fb_(parts + ys_fb_part_(ys_read_##MODE(off), SHIFT), dst, W); \
+	}
+
+YS_DEFINE_GMODE(cpu, YS_OFF_CPU_ID)
+YS_DEFINE_GMODE(cid, YS_OFF_MM_CID)
 
 /*
  * The guarantee ladder (rseqkit-bench, counter-add4): the add above with

@@ -120,6 +120,9 @@ extern "C" {
 
 /* Alignment and minimum stride of each CPU's part. */
 #define RSK_PERCPU_ALIGN 128
+/* Not API: log2 of the parts' stride in the structures whose parts are an
+ * array of RSK_PERCPU_ALIGN-byte parts (counter, spinlock, stack). */
+#define RSK_PERCPU_SHIFT_ 7
 
 /* Around a flexible array member: they are C99, and g++ and clang++ accept
  * them as an extension but warn under -pedantic. */
@@ -231,7 +234,9 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
  * `_at` operations.  Statements that leave through the enclosing
  * function's labels noindex, cmpfail, aborted and stopped; on success,
  * pos is the index << 7.  s is the structure, T its type, FIELD the
- * part's word.
+ * part's word.  RSK_PERCPU_CAS_UNGATED_ is the compare-and-store of a part
+ * without a gate (the spinlock's: its slow path takes the word itself),
+ * which leaves through `stopped` only for a thread without an index.
  */
 /* Not API: the index of a part operation's pos, telling the compiler what
  * it is (a multiple of 128 whose index fits an int), so that callers'
@@ -270,6 +275,8 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		if ((expect) == (newv))                                        \
 			goto cmpfail;                                          \
 	} while (0)
+#define RSK_PERCPU_CAS_UNGATED_(s, T, off, pos, field, expect, newv)           \
+	RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)
 #define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                    \
 	do {                                                                   \
 		RSK_PERCPU_PART_MODEL_(s, off, pos);                           \
@@ -293,29 +300,40 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		if (RSK_PERCPU_UNLIKELY((off) == 0))                           \
 			goto noindex;                                          \
 	} while (0)
-#define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                             \
+#define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                          \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_ADD(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), count); \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
+				  RSK_PERCPU_GDISP_(T), count);                \
 	} while (0)
-#define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                      \
+#define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                   \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_CAS(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), expect, newv); \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
+				  RSK_PERCPU_GDISP_(T), expect, newv);         \
 	} while (0)
-#define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                       \
+#define RSK_PERCPU_CAS_UNGATED_(s, T, off, pos, field, expect, newv)           \
+	do {                                                                   \
+		RSK_PERCPU_PART_READY_(off);                                   \
+		RSK_ARCH_PART_CAS_UNGATED(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
+				  expect, newv);                               \
+	} while (0)
+#define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                    \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_PUSH(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			   RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), node, next); \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
+				  RSK_PERCPU_GDISP_(T), node, next);           \
 	} while (0)
-#define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                        \
+#define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                     \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_POP(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-			  RSK_PERCPU_VDISP_(T, field), RSK_PERCPU_GDISP_(T), head, next); \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
+				  RSK_PERCPU_GDISP_(T), head, next);           \
 	} while (0)
 #else
 /* Enter, then one `_at` operation on the slot's word; its result picks
@@ -365,6 +383,28 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 	} while (0)
 #define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                      \
 	RSK_PERCPU_PART_OP_(s, T, off, pos, field, cmpfail, cmpstore, expect, newv)
+/* As the add: the plain compare-and-store, no gate. */
+#define RSK_PERCPU_CAS_UNGATED_(s, T, off, pos, field, expect, newv)              \
+	do {                                                                   \
+		uint32_t ioff_ = (s)->index_offset_, i_;                       \
+		rsk_arch_area_t area_;                                         \
+		int r_;                                                        \
+		if (0)                                                         \
+			goto stopped;                                          \
+		if (RSK_PERCPU_UNLIKELY(                                       \
+			    !rsk_percpu_enter_((off), ioff_, (s)->fast_nr_, &area_, &i_))) \
+			goto noindex;                                          \
+		(pos) = (uintptr_t)i_ << 7;                                    \
+		r_ = rsk_arch_cmpstore_at(                                     \
+			area_, ioff_, (int)i_,                                 \
+			(intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
+			(expect), (newv));                                     \
+		if (RSK_PERCPU_UNLIKELY(r_ != RSK_OK)) {                       \
+			if (r_ == RSK_CMPFAIL)                                 \
+				goto cmpfail;                                  \
+			goto aborted;                                          \
+		}                                                              \
+	} while (0)
 #define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                       \
 	do {                                                                   \
 		intptr_t head_;                                                \

@@ -113,8 +113,8 @@ RSK_PERCPU_INLINE enum rsk_result rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, voi
 	if (RSK_PERCPU_UNLIKELY(off == 0))
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
-	RSK_ARCH_STRIDE_PTR_PUSH(rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride,
-				 RSK_PTRBUF_CDISP_, RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, b->capacity,
+	RSK_ARCH_COUNTED_PUSH(rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride,
+			      RSK_PTRBUF_CDISP_, RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, b->capacity,
 				 ptr, i);
 	if (i < 0 || i > INT32_MAX) /* it passed the section's sign test */
 		__builtin_unreachable();
@@ -135,8 +135,8 @@ RSK_PERCPU_INLINE enum rsk_result rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void
 	if (RSK_PERCPU_UNLIKELY(off == 0))
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
-	RSK_ARCH_STRIDE_PTR_POP(rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride,
-				RSK_PTRBUF_CDISP_, RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, ptr, i);
+	RSK_ARCH_COUNTED_POP(rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride,
+			     RSK_PTRBUF_CDISP_, RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, ptr, i);
 	if (i < 0 || i > INT32_MAX)
 		__builtin_unreachable();
 	*idx = (int)i;

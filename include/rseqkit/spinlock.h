@@ -37,8 +37,9 @@ extern "C" {
 #endif
 
 struct rsk_spinlock_part {
-	intptr_t locked;  /* 0 free, 1 held */
-	intptr_t gate;	  /* the progress protocol's gate */
+	intptr_t locked;  /* 0 free; held: 1 (a section took it) or the
+			     slow-path holder's tag */
+	intptr_t gate;	  /* always 0: the lock word is its own gate */
 	intptr_t slice;	  /* the holder's rsk_slice_t (where the extension is offered) */
 	intptr_t owner;	  /* RSEQKIT_DEBUG=spinlock: the holder's thread id, else 0 */
 } __attribute__((aligned(RSK_PERCPU_ALIGN)));
@@ -70,7 +71,7 @@ RSK_PERCPU_INLINE enum rsk_result rsk_spinlock_try_(struct rsk_spinlock *l, int 
 	uintptr_t pos;
 
 	RSK_INJECT_C(7);
-	RSK_PERCPU_CAS_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
+	RSK_PERCPU_CAS_UNGATED_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
 	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
 	*idx = rsk_percpu_pos_index_(pos);
 	return RSK_OK;
@@ -99,18 +100,21 @@ int rsk_spinlock_unlock_slice_(struct rsk_spinlock *l, int cpu);
 /*
  * rsk_spinlock_lock - take the lock of the current CPU's part.
  * Returns its index (>= 0; pass it to rsk_spinlock_unlock), -EINVAL if l
- * is NULL, -ENXIO (a slow path's fence failed), -EDEADLK (a one-part lock
- * whose gate the handler's own thread holds; or, with
+ * is NULL, -ENXIO (a slow path's fence failed), -EDEADLK (the part's
+ * word holds the calling thread's own slow-path tag: a signal handler on
+ * top of its thread's slow-path lock of that part; or, with
  * RSEQKIT_DEBUG=spinlock, the calling thread holds a lock of l already,
  * reported on stderr): no lock taken then.
  * Blocking: spins, yielding the CPU while the lock stays held.  In a
- * process without rseq the lock is a compare-and-swap (no gate); where
- * the thread cannot run a section, or after too many aborts, the slow
- * path takes the lock under the
- * part's gate.  A signal handler may call it only where the code it
- * interrupted cannot hold one of this lock's parts (it would wait for
- * itself); the gates themselves never deadlock a handler.  A lock held at
- * fork() or at thread exit stays held.
+ * process without rseq the lock is a compare-and-swap; where the thread
+ * cannot run a section, or after too many aborts, the slow path takes the
+ * lock word itself: a compare-and-swap 0 -> a tag of the thread's own, a
+ * fence (rsk_fence_cpu(), every CPU in RSK_INDEX_CID mode), then the word
+ * must still be the tag (else a section committed before the fence and
+ * holds the lock).  No section tests a gate.  A signal handler may call it
+ * only where the code it interrupted cannot hold one of this lock's parts
+ * (it would wait for itself).  A lock held at fork() or at thread exit
+ * stays held.
  */
 RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 {
@@ -128,7 +132,7 @@ RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 	/* rsk_spinlock_try_()'s section, with each exit calling the slow path
 	 * itself: no result code is set up on the fast path. */
 	RSK_INJECT_C(7);
-	RSK_PERCPU_CAS_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
+	RSK_PERCPU_CAS_UNGATED_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
 	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
 	/* Nothing of the critical section may move above the commit that
 	 * took the lock. */

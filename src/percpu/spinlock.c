@@ -39,27 +39,112 @@ static enum rsk_result spinlock_attempt(void *s, void *arg, int *idx)
 	return rsk_spinlock_try_(s, idx, rsk_area_offset_());
 }
 
-/* Where sections run, the one place that takes a lock without a critical
- * section (spinlock_lock_atomic() below serves processes where none runs):
- * under the part's gate, the lock word is ours to test and set with plain
- * code.  A
- * held lock is waited for with the gate open (its holder unlocks with a
- * plain store from anywhere, and other threads must keep going). */
-static enum rsk_result spinlock_locked(void *s, int idx, void *arg)
-{
-	struct rsk_spinlock_part *p = &((struct rsk_spinlock *)s)->part[idx];
+/*
+ * Where sections run, the one place that takes a lock without a critical
+ * section (spinlock_lock_atomic() below serves processes where none runs).
+ * The lock word is its own gate, so that no section tests another word:
+ *
+ *   1. compare-and-swap 0 -> tag, a value of the calling thread's own
+ *      (its thread id << 1: never 0 or 1, the values sections compare
+ *      with and store);
+ *   2. fence the CPUs where a section on this part may run (the part's
+ *      CPU; every CPU in RSK_INDEX_CID mode): a section that read 0 before
+ *      the swap and had not committed is restarted, and then reads the
+ *      tag and finds the lock held;
+ *   3. re-read the word: still the tag, the lock is ours.  Anything else
+ *      means a section that read 0 before the swap committed its 1 before
+ *      the fence: that section holds the lock, and this thread waits as
+ *      for any held lock (it never stores to the word again).
+ *
+ * Only this thread writes its tag, and it writes it only over 0, so the
+ * word cannot hold the tag again between 1 and 3 once something else
+ * overwrote it.  A word that already holds the caller's own tag is its
+ * own thread's hold (a signal handler on top of that thread's slow path,
+ * or of a lock it took there): -EDEADLK, never a wait for itself.  fork()
+ * waits for steps 1-3 (a hold), so a child sees a tag only where its
+ * thread took the lock; a lock held at fork stays held.  If the fence
+ * fails the word goes back to 0 where it is still the tag (a section that
+ * read 0 before the swap may still commit over that 0: it then holds the
+ * lock, as it would have) and the lock returns -ENXIO.
+ *
+ * Injection builds (the stress tool's negative control): with
+ * RSEQKIT_INJECT_BROKEN_FOLD=fence the fence is left out, with =check the
+ * re-read; either lets a section and a slow path hold one lock at once.
+ */
+#define FOLD_BUSY 1 /* fold_arg.err: the word was held */
 
-	(void)arg;
-	/* Acquire: pairs with the last holder's releasing unlock. */
-	if (__atomic_load_n(&p->locked, __ATOMIC_ACQUIRE) != 0)
-		return RSK_CMPFAIL;
-	__atomic_store_n(&p->locked, 1, __ATOMIC_RELAXED);
-	return RSK_OK;
+struct fold_arg {
+	int err;  /* 0, FOLD_BUSY, or a negative errno */
+	int busy; /* FOLD_BUSY: the part that was held */
+};
+
+static intptr_t self_id(void)
+{
+	return (intptr_t)syscall(SYS_gettid);
 }
 
-static intptr_t *spinlock_gate(void *s, int idx)
+#if RSK_INJECTING
+static int broken_fold = -1; /* 0 none, 1 no fence, 2 no re-check */
+
+static int fold_broken(void)
 {
-	return &((struct rsk_spinlock *)s)->part[idx].gate;
+	int v = __atomic_load_n(&broken_fold, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		const char *e = getenv("RSEQKIT_INJECT_BROKEN_FOLD");
+
+		v = e == NULL ? 0 : !strcmp(e, "fence") ? 1 : !strcmp(e, "check") ? 2 : 0;
+		__atomic_store_n(&broken_fold, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+#else
+#define fold_broken() 0
+#endif
+
+static enum rsk_result spinlock_fold(void *s, int idx, void *arg)
+{
+	struct rsk_spinlock *l = s;
+	intptr_t *w = &l->part[idx].locked;
+	intptr_t tag = self_id() << 1, free_word = 0;
+	struct fold_arg *fa = arg;
+	int err = 0, mine;
+
+	if (__atomic_load_n(w, __ATOMIC_RELAXED) == tag) {
+		fa->err = -EDEADLK;
+		return RSK_CMPFAIL;
+	}
+	rsk_hold_enter_();
+	/* Injection point 8, here and after the swap: the windows a migration
+	 * (in RSK_INDEX_CPU mode the only way a section on this part runs
+	 * beside this thread) and a section's commit must fall in for the
+	 * fence and the re-check to matter. */
+	RSK_INJECT_C(8);
+	/* Acquire: pairs with the last holder's releasing unlock. */
+	if (!__atomic_compare_exchange_n(w, &free_word, tag, 0, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED)) {
+		rsk_hold_leave_();
+		fa->err = FOLD_BUSY;
+		fa->busy = idx;
+		return RSK_CMPFAIL;
+	}
+	RSK_INJECT_C(8);
+	if (fold_broken() != 1)
+		err = l->mode == RSK_INDEX_CPU ? rsk_fence_cpu(idx) : rsk_fence_all();
+	if (err != 0) {
+		intptr_t t = tag;
+		__atomic_compare_exchange_n(w, &t, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+		rsk_hold_leave_();
+		fa->err = err;
+		return RSK_CMPFAIL;
+	}
+	mine = fold_broken() == 2 || __atomic_load_n(w, __ATOMIC_RELAXED) == tag;
+	rsk_hold_leave_();
+	if (mine)
+		return RSK_OK;
+	fa->err = FOLD_BUSY;
+	fa->busy = idx;
+	return RSK_CMPFAIL;
 }
 
 static void spinlock_wait(void *s, int idx, unsigned round)
@@ -67,11 +152,11 @@ static void spinlock_wait(void *s, int idx, unsigned round)
 	rsk_spinlock_wait_(s, idx, round);
 }
 
+/* No gate: `locked` takes the word itself (above). */
 static const struct rsk_percpu_kind spinlock_kind = {
 	.name = "rsk_spinlock",
 	.attempt = spinlock_attempt,
-	.locked = spinlock_locked,
-	.gate = spinlock_gate,
+	.locked = spinlock_fold,
 	.wait = spinlock_wait,
 };
 
@@ -105,8 +190,21 @@ RSK_EXPORT int rsk_spinlock_slow_(struct rsk_spinlock *l, enum rsk_result first)
 	if (first == RSK_NO_INDEX && l->fast_nr_ == 0 &&
 	    rsk_percpu_alive_((const struct rsk_percpu_head *)(const void *)l))
 		return spinlock_lock_atomic(l);
-	idx = rsk_percpu_slow(l, &spinlock_kind, NULL, first);
+	for (unsigned round = 0;; round++) {
+		struct fold_arg fa = {0, -1};
 
+		idx = rsk_percpu_retry_(l, &spinlock_kind, &fa, first);
+		if (idx >= 0)
+			break;
+		if (fa.err != FOLD_BUSY)
+			return fa.err != 0 ? fa.err : idx;
+		/* Held: wait, then sections again (the next attempt's
+		 * result comes from rsk_spinlock_try_()). */
+		rsk_spinlock_wait_(l, fa.busy, round);
+		first = rsk_spinlock_try_(l, &idx, rsk_area_offset_());
+		if (first == RSK_OK)
+			break;
+	}
 	/* Nothing of the critical section may move above the commit that
 	 * took the lock. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -131,7 +229,7 @@ static int lock_sliced(struct rsk_spinlock *l)
 	int idx;
 
 	RSK_INJECT_C(7);
-	RSK_PERCPU_CAS_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
+	RSK_PERCPU_CAS_UNGATED_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
 	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	idx = rsk_percpu_pos_index_(pos);
@@ -166,11 +264,6 @@ slow:
  * would release another thread's lock).  Both are reported on stderr,
  * naming the structure.
  */
-static intptr_t self_id(void)
-{
-	return (intptr_t)syscall(SYS_gettid);
-}
-
 RSK_EXPORT int rsk_spinlock_lock_slice_(struct rsk_spinlock *l)
 {
 	intptr_t me;

@@ -150,12 +150,18 @@ struct impl {
 /* The yardstick's rows of an op, after its rseqkit rows: the library's
  * structure in RSK_INDEX_CID mode (cid_setup with the rseqkit row's fn,
  * check and teardown), the hand-written limit in both modes (ys##_setup,
- * ys##_hand_cpu, ys##_hand_cid, hand_check) and the thread-local twin
- * (ys##_tl, tl_fini, tl_check), all torn down by ys_teardown. */
+ * ys##_hand_cpu, ys##_hand_cid, hand_check), the hand-written twin with
+ * the library's guarantees in both modes (ys##_hand_g_cpu,
+ * ys##_hand_g_cid, the same check) and the thread-local twin (ys##_tl,
+ * tl_fini, tl_check), all torn down by ys_teardown. */
 #ifdef YS_HAVE_HAND
 #define HAND_ROWS_(op, ys, check, teardown)                                    \
 	HAND_ROW(op, "hand-written", ys##_setup, ys_thread_init, ys##_hand_cpu, check, teardown), \
-	HAND_ROW(op, "hand-written-cid", ys##_setup, ys_thread_init, ys##_hand_cid, check, teardown),
+	HAND_ROW(op, "hand-written-cid", ys##_setup, ys_thread_init, ys##_hand_cid, check, teardown), \
+	HAND_ROW(op, "hand-guaranteed", ys##_setup, ys_thread_init, ys##_hand_g_cpu, check, \
+		 teardown),                                                    \
+	HAND_ROW(op, "hand-guaranteed-cid", ys##_setup, ys_thread_init, ys##_hand_g_cid, check, \
+		 teardown),
 #else
 #define HAND_ROWS_(op, ys, check, teardown)
 #endif

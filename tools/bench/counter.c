@@ -291,8 +291,9 @@ static int ys_c4_check_rsk(void *sh, struct thr *t, int n, char *err, size_t len
 }
 
 #ifdef YS_HAVE_HAND
-#define YS_C4_FN(MODE, OTHER)                                                  \
-	static __attribute__((noinline)) void ys_c4_hand_##MODE(void *sh, struct thr *t, \
+#define YS_C4_FN(MODE, OTHER) YS_C4_FN_(MODE, , OTHER)
+#define YS_C4_FN_(MODE, G, OTHER)                                              \
+	static __attribute__((noinline)) void ys_c4_hand##G##_##MODE(void *sh, struct thr *t, \
 								 unsigned n)   \
 	{                                                                      \
 		struct ys_c4 *s = sh;                                          \
@@ -301,14 +302,18 @@ static int ys_c4_check_rsk(void *sh, struct thr *t, int n, char *err, size_t len
 		     *p3 = p2 + s->span;                                       \
 		if (t->aux < 0)                                                \
 			return;                                                \
-		OTHER(ys_c4_hand);                                             \
+		OTHER(ys_c4_hand##G);                                          \
 		(void)p1, (void)p2, (void)p3;                                  \
-		YS_BY4(n, YS_HAND_ADD_##MODE);                                 \
+		YS_BY4(n, YS_HAND_ADD##G##_##MODE);                            \
 	}
 #define YS_HAND_ADD_cpu(k) ys_add_cpu(off, p##k, 1)
 #define YS_HAND_ADD_cid(k) ys_add_cid(off, p##k, 1)
+#define YS_HAND_ADD_g_cpu(k) ys_add_g_cpu(off, p##k, 1)
+#define YS_HAND_ADD_g_cid(k) ys_add_g_cid(off, p##k, 1)
 YS_C4_FN(cpu, YS_NO_OTHER)
 YS_C4_FN(cid, YS_CPU_IF_NO_CID)
+YS_C4_FN_(cpu, _g, YS_NO_OTHER)
+YS_C4_FN_(cid, _g, YS_CPU_IF_NO_CID)
 
 static int ys_c4_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
 {
@@ -317,8 +322,11 @@ static int ys_c4_check_hand(void *sh, struct thr *t, int n, char *err, size_t le
 
 	if (ys_aux_check(t, n, err, len))
 		return -1;
+	/* The word at +0 (sections) and at +8 (the guaranteed twin's
+	 * fallback; 0 for the others). */
 	for (size_t o = 0; o < 4 * s->span; o += CACHE_LINE)
-		total += *(uintptr_t *)(void *)(s->parts + o);
+		total += *(uintptr_t *)(void *)(s->parts + o) +
+			 *(uintptr_t *)(void *)(s->parts + o + 8);
 	return counter_expect((intptr_t)total, t, n, err, len);
 }
 #endif

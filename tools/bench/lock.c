@@ -113,8 +113,9 @@ static void ys_lock_teardown(void *sh)
 }
 
 #ifdef YS_HAVE_HAND
-#define YS_LOCK_FN(MODE, OTHER)                                                \
-	static __attribute__((noinline)) void ys_lock_hand_##MODE(void *sh, struct thr *t, \
+#define YS_LOCK_FN(MODE, OTHER) YS_LOCK_FN_(MODE, , OTHER)
+#define YS_LOCK_FN_(MODE, G, OTHER)                                            \
+	static __attribute__((noinline)) void ys_lock_hand##G##_##MODE(void *sh, struct thr *t, \
 								   unsigned n) \
 	{                                                                      \
 		struct ys_lock *s = sh;                                        \
@@ -122,15 +123,17 @@ static void ys_lock_teardown(void *sh)
 		char *locks = s->locks, *slots = (char *)s->ls->c.slots;       \
 		if (t->aux < 0)                                                \
 			return;                                                \
-		OTHER(ys_lock_hand);                                           \
+		OTHER(ys_lock_hand##G);                                        \
 		for (unsigned i = 0; i < n; i++) {                             \
-			uintptr_t o = ys_lock_##MODE(off, locks);              \
+			uintptr_t o = ys_lock##G##_##MODE(off, locks);         \
 			(*(intptr_t *)(void *)(slots + o))++;                  \
 			ys_unlock(locks, o);                                   \
 		}                                                              \
 	}
 YS_LOCK_FN(cpu, YS_NO_OTHER)
 YS_LOCK_FN(cid, YS_CPU_IF_NO_CID)
+YS_LOCK_FN_(cpu, _g, YS_NO_OTHER)
+YS_LOCK_FN_(cid, _g, YS_CPU_IF_NO_CID)
 
 static int ys_lock_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)
 {

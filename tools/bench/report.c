@@ -374,34 +374,39 @@ static void ungated_report(const struct row *rows, int nrows, const char *const 
 		    1.15, false);
 }
 
-/* The yardstick summary: each rseqkit row beside its hand-written twin,
- * same run, at 1 thread (or the fewest threads measured). */
+/* The yardstick summary: each rseqkit row beside its hand-written twins,
+ * same run, at 1 thread (or the fewest threads measured): the limit (bare
+ * section) and, for the structures, the twin with the library's
+ * guarantees (tools/yardstick.h).  A structure's target is on its
+ * guaranteed twin; the spinlock's, whose twin has no gate, on the limit
+ * as well; the reads' (no guaranteed twin) on the limit. */
 #ifdef __clang__
 #define YS_TARGET 1.20 /* issue 13: within 1.20x with clang */
 #define YS_COMPILER "clang"
 #else
-#define YS_TARGET 1.10 /* issue 13: within 1.10x with gcc */
+#define YS_TARGET 1.10 /* issues 13 and 31: within 1.10x with gcc */
 #define YS_COMPILER "gcc"
 #endif
+#define YS_LOCK_TARGET 1.15 /* issue 31: the spinlock within 1.15x of the limit */
 static void ys_report(const struct row *rows, int nrows, const char *const *ops, int nops)
 {
 	static const struct {
-		const char *op, *mode, *rsk, *hand;
+		const char *op, *mode, *rsk, *hand, *gua;
 	} pairs[] = {
-		{"cpu-read", "cpu", "rseqkit", "hand-written"},
-		{"mm-cid-read", "cid", "rseqkit", "hand-written"},
-		{"counter-add4", "cpu", "rseqkit", "hand-written"},
-		{"counter-add4", "cid", "rseqkit-cid", "hand-written-cid"},
-		{"spinlock", "cpu", "rseqkit", "hand-written"},
-		{"spinlock", "cid", "rseqkit-cid", "hand-written-cid"},
-		{"stack", "cpu", "rseqkit", "hand-written"},
-		{"stack", "cid", "rseqkit-cid", "hand-written-cid"},
-		{"ptrbuf", "cpu", "rseqkit", "hand-written"},
-		{"ptrbuf", "cid", "rseqkit-cid", "hand-written-cid"},
-		{"copybuf16", "cpu", "rseqkit", "hand-written"},
-		{"copybuf16", "cid", "rseqkit-cid", "hand-written-cid"},
-		{"copybuf64", "cpu", "rseqkit", "hand-written"},
-		{"copybuf64", "cid", "rseqkit-cid", "hand-written-cid"},
+		{"cpu-read", "cpu", "rseqkit", "hand-written", NULL},
+		{"mm-cid-read", "cid", "rseqkit", "hand-written", NULL},
+		{"counter-add4", "cpu", "rseqkit", "hand-written", "hand-guaranteed"},
+		{"counter-add4", "cid", "rseqkit-cid", "hand-written-cid", "hand-guaranteed-cid"},
+		{"spinlock", "cpu", "rseqkit", "hand-written", "hand-guaranteed"},
+		{"spinlock", "cid", "rseqkit-cid", "hand-written-cid", "hand-guaranteed-cid"},
+		{"stack", "cpu", "rseqkit", "hand-written", "hand-guaranteed"},
+		{"stack", "cid", "rseqkit-cid", "hand-written-cid", "hand-guaranteed-cid"},
+		{"ptrbuf", "cpu", "rseqkit", "hand-written", "hand-guaranteed"},
+		{"ptrbuf", "cid", "rseqkit-cid", "hand-written-cid", "hand-guaranteed-cid"},
+		{"copybuf16", "cpu", "rseqkit", "hand-written", "hand-guaranteed"},
+		{"copybuf16", "cid", "rseqkit-cid", "hand-written-cid", "hand-guaranteed-cid"},
+		{"copybuf64", "cpu", "rseqkit", "hand-written", "hand-guaranteed"},
+		{"copybuf64", "cid", "rseqkit-cid", "hand-written-cid", "hand-guaranteed-cid"},
 	};
 	int tlow = 0;
 	bool head = false;
@@ -411,7 +416,7 @@ static void ys_report(const struct row *rows, int nrows, const char *const *ops,
 		    in_ops(rows[i].im->op, ops, nops) && (tlow == 0 || rows[i].threads < tlow))
 			tlow = rows[i].threads;
 	for (size_t k = 0; k < sizeof(pairs) / sizeof(pairs[0]); k++) {
-		const struct row *r = NULL, *h = NULL, *tl = NULL;
+		const struct row *r = NULL, *h = NULL, *g = NULL, *tl = NULL;
 		bool op_ran = false;
 		if (!in_ops(pairs[k].op, ops, nops))
 			continue;
@@ -421,30 +426,51 @@ static void ys_report(const struct row *rows, int nrows, const char *const *ops,
 			continue;
 		if (!head) {
 			printf("\nyardstick: rseqkit / hand-written (the limit: the same operation "
-			       "written on the ABI, one mode, no gate),\n  ns per op, %d thread%s, "
-			       "this run (%s)\n",
+			       "written on the ABI, one mode, no gate)\n  and rseqkit / "
+			       "guaranteed (hand-written with the library's guarantees: a fallback,\n"
+			       "  bounded aborts), ns per op, %d thread%s, this run (%s)\n",
 			       tlow ? tlow : 1, tlow > 1 ? "s" : "", YS_COMPILER);
-			printf("  %-12s %-4s %9s %13s %7s %13s   %s\n", "op", "mode", "rseqkit",
-			       "hand-written", "ratio", "thread-local", "target");
+			printf("  %-12s %-4s %9s %13s %7s %11s %7s %13s   %s\n", "op", "mode",
+			       "rseqkit", "hand-written", "ratio", "guaranteed", "ratio",
+			       "thread-local", "target");
 			head = true;
 		}
 		if (tlow) {
 			r = find_row(rows, nrows, pairs[k].op, pairs[k].rsk, tlow);
 			h = find_row(rows, nrows, pairs[k].op, pairs[k].hand, tlow);
+			if (pairs[k].gua)
+				g = find_row(rows, nrows, pairs[k].op, pairs[k].gua, tlow);
 			tl = find_row(rows, nrows, pairs[k].op, "thread-local", tlow);
 		}
-		char rs[16] = "-", hs[16] = "-", ts[16] = "-", xs[16] = "-", tgt[96];
+		char rs[16] = "-", hs[16] = "-", gs[16] = "-", ts[16] = "-", xs[16] = "-",
+		     xg[16] = "-", tgt[160] = "";
 		if (r)
 			snprintf(rs, sizeof(rs), "%.3f", r->ns_per_op);
 		if (h)
 			snprintf(hs, sizeof(hs), "%.3f", h->ns_per_op);
+		if (g)
+			snprintf(gs, sizeof(gs), "%.3f", g->ns_per_op);
 		if (tl)
 			snprintf(ts, sizeof(ts), "%.3f", tl->ns_per_op);
-		if (r && h) {
-			double x = r->ns_per_op / h->ns_per_op;
-			snprintf(xs, sizeof(xs), "%.2fx", x);
-			snprintf(tgt, sizeof(tgt), "target <= %.2fx: %.2fx %s", YS_TARGET, x,
-				 x <= YS_TARGET ? "met" : "not met");
+		if (r && h)
+			snprintf(xs, sizeof(xs), "%.2fx", r->ns_per_op / h->ns_per_op);
+		if (r && g)
+			snprintf(xg, sizeof(xg), "%.2fx", r->ns_per_op / g->ns_per_op);
+		if (r && (h || g)) {
+			size_t at = 0;
+			if (g) {
+				double x = r->ns_per_op / g->ns_per_op;
+				at += (size_t)snprintf(tgt, sizeof(tgt),
+						       "/guaranteed: target <= %.2fx: %.2fx %s",
+						       YS_TARGET, x, x <= YS_TARGET ? "met" : "not met");
+			}
+			if (h && (!pairs[k].gua || !strcmp(pairs[k].op, "spinlock"))) {
+				double lim = pairs[k].gua ? YS_LOCK_TARGET : YS_TARGET;
+				double x = r->ns_per_op / h->ns_per_op;
+				snprintf(tgt + at, sizeof(tgt) - at,
+					 "%s/hand-written: target <= %.2fx: %.2fx %s", at ? "; " : "",
+					 lim, x, x <= lim ? "met" : "not met");
+			}
 		} else if (!ys_rows_available()) {
 #ifdef YS_HAVE_HAND
 			snprintf(tgt, sizeof(tgt), "n/a: glibc has not registered rseq here");
@@ -457,8 +483,8 @@ static void ys_report(const struct row *rows, int nrows, const char *const *ops,
 		}
 		if (!strcmp(pairs[k].mode, "cid") && !ys_cid_ok && ys_rows_available())
 			strncat(tgt, " (no mm_cid here: indexed by cpu_id)", sizeof(tgt) - strlen(tgt) - 1);
-		printf("  %-12s %-4s %9s %13s %7s %13s   %s\n", pairs[k].op, pairs[k].mode, rs, hs, xs,
-		       ts, tgt);
+		printf("  %-12s %-4s %9s %13s %7s %11s %7s %13s   %s\n", pairs[k].op, pairs[k].mode,
+		       rs, hs, xs, gs, xg, ts, tgt);
 	}
 }
 

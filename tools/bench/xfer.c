@@ -237,11 +237,13 @@ static int ys_items_seen(struct ys_xfer *s, const intptr_t *items, intptr_t coun
 
 #ifdef YS_HAVE_HAND
 /* Hand-written transfers, one function per structure and mode. */
-#define YS_XFER_FNS(MODE, OTHER)                                               \
-	YS_NODE_FN(ys_stack_hand, MODE, OTHER, YSS_PUSH_##MODE, YSS_POP_##MODE) \
-	YS_NODE_FN(ys_ptr_hand, MODE, OTHER, YSP_PUSH_##MODE, YSP_POP_##MODE)  \
-	YS_COPY_FN(MODE, OTHER, 2)                                             \
-	YS_COPY_FN(MODE, OTHER, 8)
+#define YS_XFER_FNS(MODE, OTHER) YS_XFER_FNS_(MODE, , OTHER)
+/* G: empty (the limit) or _g (the twin with the library's guarantees). */
+#define YS_XFER_FNS_(MODE, G, OTHER)                                           \
+	YS_NODE_FN(ys_stack_hand##G, MODE, OTHER, YSS_PUSH##G##_##MODE, YSS_POP##G##_##MODE) \
+	YS_NODE_FN(ys_ptr_hand##G, MODE, OTHER, YSP_PUSH##G##_##MODE, YSP_POP##G##_##MODE) \
+	YS_COPY_FN(MODE, G, OTHER, 2)                                          \
+	YS_COPY_FN(MODE, G, OTHER, 8)
 #define YS_NODE_FN(name, MODE, OTHER, PUSH, POP)                               \
 	void name##_##MODE(void *sh, struct thr *t, unsigned n)                \
 	{                                                                      \
@@ -254,16 +256,16 @@ static int ys_items_seen(struct ys_xfer *s, const intptr_t *items, intptr_t coun
 		OTHER(name);                                                   \
 		XFER_LOOP(s->x, t, n, PUSH, POP);                              \
 	}
-#define YS_COPY_FN(MODE, OTHER, W)                                             \
-	void ys_copy##W##_hand_##MODE(void *sh, struct thr *t, unsigned n) \
+#define YS_COPY_FN(MODE, G, OTHER, W)                                          \
+	void ys_copy##W##_hand##G##_##MODE(void *sh, struct thr *t, unsigned n) \
 	{                                                                      \
 		struct ys_xfer *s = sh;                                        \
 		ptrdiff_t off = ys_offset();                                   \
 		char *parts = s->parts;                                        \
 		if (t->aux < 0)                                                \
 			return;                                                \
-		OTHER(ys_copy##W##_hand);                                      \
-		COPY_LOOP(s->x, t, n, W, YSC_PUSH##W##_##MODE, YSC_POP##W##_##MODE); \
+		OTHER(ys_copy##W##_hand##G);                                   \
+		COPY_LOOP(s->x, t, n, W, YSC_PUSH##W##G##_##MODE, YSC_POP##W##G##_##MODE); \
 	}
 #define YSS_PUSH(MODE, id) (ys_push_##MODE(off, parts, &nodes[id]), 0)
 #define YSS_POP(MODE, p) ({ struct ys_node *nd_ = ys_pop_##MODE(off, parts); \
@@ -290,8 +292,26 @@ static int ys_items_seen(struct ys_xfer *s, const intptr_t *items, intptr_t coun
 #define YSC_POP2_cid(p) YSC_POP(cid, 2, p)
 #define YSC_PUSH8_cid(id) YSC_PUSH(cid, 8, id)
 #define YSC_POP8_cid(p) YSC_POP(cid, 8, p)
+#define YSS_PUSH_g_cpu(id) YSS_PUSH(g_cpu, id)
+#define YSS_POP_g_cpu(p) YSS_POP(g_cpu, p)
+#define YSS_PUSH_g_cid(id) YSS_PUSH(g_cid, id)
+#define YSS_POP_g_cid(p) YSS_POP(g_cid, p)
+#define YSP_PUSH_g_cpu(id) YSP_PUSH(g_cpu, id)
+#define YSP_POP_g_cpu(p) YSP_POP(g_cpu, p)
+#define YSP_PUSH_g_cid(id) YSP_PUSH(g_cid, id)
+#define YSP_POP_g_cid(p) YSP_POP(g_cid, p)
+#define YSC_PUSH2_g_cpu(id) YSC_PUSH(g_cpu, 2, id)
+#define YSC_POP2_g_cpu(p) YSC_POP(g_cpu, 2, p)
+#define YSC_PUSH8_g_cpu(id) YSC_PUSH(g_cpu, 8, id)
+#define YSC_POP8_g_cpu(p) YSC_POP(g_cpu, 8, p)
+#define YSC_PUSH2_g_cid(id) YSC_PUSH(g_cid, 2, id)
+#define YSC_POP2_g_cid(p) YSC_POP(g_cid, 2, p)
+#define YSC_PUSH8_g_cid(id) YSC_PUSH(g_cid, 8, id)
+#define YSC_POP8_g_cid(p) YSC_POP(g_cid, 8, p)
 YS_XFER_FNS(cpu, YS_NO_OTHER)
 YS_XFER_FNS(cid, YS_CPU_IF_NO_CID)
+YS_XFER_FNS_(cpu, _g, YS_NO_OTHER)
+YS_XFER_FNS_(cid, _g, YS_CPU_IF_NO_CID)
 
 /* What is left in the hand-written parts, then the common finish. */
 int ys_stack_check_hand(void *sh, struct thr *t, int n, char *err, size_t len)

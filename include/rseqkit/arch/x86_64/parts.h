@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rseqkit/arch/x86_64/parts.h - x86-64's part operations: sections that
- * read the index themselves, for the structures' per-CPU parts.
+ * read the index themselves, on per-index slots whose layout (slot size,
+ * word displacements, capacity) the caller gives: no structure is known
+ * here.
  */
 #ifndef RSK_ARCH_INSIDE
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/x86_64/parts.h"
@@ -11,23 +13,26 @@
 
 /*
  * Part operations (optional in the contract: RSK_ARCH_HAS_PART_OPS).  For
- * a structure whose parts are 128-byte slots at `base`, the section itself
- * reads the index after arming - a read inside the section needs no
- * re-check: the kernel restarts the section if the thread moves - and
- * works on the slot's words at base + DISP + (index << 7), the gate at
- * GDISP.  The index is read as a signed 32-bit value and not compared
- * with the number of parts: a registered thread's cpu_id and mm_cid are
- * below the kernel's nr_cpu_ids, which the parts cover, and the only other
- * values an area holds, -1 and -2 (not registered, registration failed),
- * land on the two guard parts before part 0, whose gates are never open
- * (<rseqkit/percpu.h>): the section leaves through `stopped`.  On commit,
- * pos holds index << 7.  These are statements, not functions: the
+ * slots of 1 << SHIFT bytes at `base`, the section itself reads the index
+ * after arming - a read inside the section needs no re-check: the kernel
+ * restarts the section if the thread moves - and works on the slot's
+ * words at base + DISP + (index << SHIFT), the gate at GDISP.  The index
+ * is read as a signed 32-bit value and not compared with the number of
+ * slots: a registered thread's cpu_id and mm_cid are below the kernel's
+ * nr_cpu_ids, which the caller's slots cover, and the only other values
+ * an area holds, -1 and -2 (not registered, registration failed), land on
+ * the two slots before slot 0, whose gates the caller keeps closed (the
+ * structures' guard parts, <rseqkit/percpu.h>): the section leaves
+ * through `stopped`.  On commit,
+ * pos holds index << SHIFT.  These are statements, not functions: the
  * displacements must be constants in the instruction, and the exits are
  * the caller's labels, by name: cmpfail (CAS, POP), aborted, stopped.
  *
  *   RSK_ARCH_PART_ADD:    *(slot + VDISP) += count
  *   RSK_ARCH_PART_CAS:    if (*(slot + VDISP) == expect) *(slot + VDISP) = newv
  *                         (else leave through `cmpfail`)
+ *   RSK_ARCH_PART_CAS_UNGATED: the same with no gate (no GDISP): a negative
+ *                         index (-1, -2) leaves through `stopped` instead
  *   RSK_ARCH_PART_PUSH:   node->next = *(slot + VDISP); *(slot + VDISP) = node,
  *                         with release ordering (next at byte NEXT of node)
  *   RSK_ARCH_PART_POP:    head = *(slot + VDISP); if 0 leave through `cmpfail`;
@@ -62,18 +67,24 @@
 #define RSK_X64_PART_ENTER                                            \
 	RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) \
 	"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"                            \
-	"shlq $7, %[pos]\n\t" RSK_INJECT_ASM(2)                                \
+	"shlq %[shift], %[pos]\n\t" RSK_INJECT_ASM(2)                          \
 	"cmpq $0, %c[gdisp](%[base], %[pos])\n\t"                              \
 	"jnz %l[stopped]\n\t"
-#define RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_)                    \
+/* The ungated part operations' start: a sign test instead of the gate. */
+#define RSK_X64_PART_ENTER_UNGATED                                             \
+	RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) \
+	"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"                            \
+	"shlq %[shift], %[pos]\n\t"                                            \
+	"js %l[stopped]\n\t" RSK_INJECT_ASM(2)
+#define RSK_X64_PART_IN(area_, ioff_, base_, shift_, vdisp_, gdisp_)            \
 	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [base] "r"(base_),  \
-		[vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
+		[shift] "i"(shift_), [vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
 
-#define RSK_ARCH_PART_ADD(area_, ioff_, base_, pos_, vdisp_, gdisp_, count_)       \
+#define RSK_ARCH_PART_ADD(area_, ioff_, base_, pos_, shift_, vdisp_, gdisp_, count_)       \
 	RSK_X64_PART_SECTION(, RSK_X64_PART_ENTER,                              \
 			     "addq %[count], %c[vdisp](%[base], %[pos])\n",     \
 			     (, [pos] "=&r"(pos_)),                             \
-			     (RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			     (RSK_X64_PART_IN(area_, ioff_, base_, shift_, vdisp_, gdisp_), \
 			      [count] "re"(count_)),                            \
 			     ("cc"), aborted, stopped)
 
@@ -89,8 +100,8 @@
  * strides below the gate's copy 0, whose gate words are never 0
  * (src/alloc/percpu_memory.c, "Guard strides").  The gate must be such a guarded
  * array: the pool's.  On commit, pos holds index << SHIFT.
- * RSK_ARCH_HAS_STRIDE_OPS also turns on the pointer buffer's stride part
- * operations below.
+ * RSK_ARCH_HAS_STRIDE_OPS also turns on the counted-array operations
+ * below.
  */
 #define RSK_ARCH_HAS_STRIDE_OPS 1
 #define RSK_ARCH_STRIDE_GATED_ADD(area_, ioff_, obj_, gate_, shift_, pos_, count_)        \
@@ -110,16 +121,16 @@
 			     ("cc"), aborted, stopped)
 
 /*
- * Stride part operations on a pointer buffer (<rseqkit/ptrbuf.h>): part i
- * at parts + i * stride holds a count (at CDISP), a gate (GDISP) and the
- * slots (SDISP).  The section reads the index, leaves through `stopped`
+ * Counted arrays (with RSK_ARCH_HAS_STRIDE_OPS): part i at parts + i *
+ * stride holds a count (at CDISP), a gate (GDISP) and up to CAP words
+ * (from SDISP).  The section reads the index, leaves through `stopped`
  * if it is negative or the part's gate is closed, reads the count and
  * leaves through `cmpfail` if the part is full (push) or empty (pop);
- * otherwise it stores the pointer above the count (push) or loads the
- * top one (pop) and commits the new count.  idx is the index on success.
- * No "memory" clobber (so the buffer's fields stay in registers across a
- * loop): the push is preceded by a compiler barrier (the pointed-to object
- * is written first), and what a pop's caller reads through the pointer
+ * otherwise it stores the word above the count (push) or loads the top
+ * one (pop) and commits the new count.  idx is the index on success.
+ * No "memory" clobber (so the caller's fields stay in registers across a
+ * loop): the push is preceded by a compiler barrier (what the word points
+ * to is written first), and what a pop's caller reads through the word
  * depends on it.
  */
 #define RSK_X64_STRIDE_PART_ENTER                                              \
@@ -139,7 +150,7 @@
 		[stride] "r"((uintptr_t)(stride_)), [cdisp] "i"(cdisp_),        \
 		[gdisp] "i"(gdisp_), [sdisp] "i"(sdisp_)
 
-#define RSK_ARCH_STRIDE_PTR_PUSH(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, cap_, \
+#define RSK_ARCH_COUNTED_PUSH(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, cap_, \
 				 ptr_, idx_)                                   \
 	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_;                        \
 			     RSK_X64_BARRIER() /* release: what ptr_ points to first */, \
@@ -155,7 +166,7 @@
 			      [cap] "r"(cap_), [ptr] "r"(ptr_)),                \
 			     ("cc"), cmpfail, aborted, stopped)
 
-#define RSK_ARCH_STRIDE_PTR_POP(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, out_, \
+#define RSK_ARCH_COUNTED_POP(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, out_, \
 				idx_)                                          \
 	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_, RSK_X64_STRIDE_PART_ENTER, \
 			     "testq %[cnt], %[cnt]\n\t"                         \
@@ -169,28 +180,39 @@
 						     gdisp_, sdisp_)),          \
 			     ("cc"), cmpfail, aborted, stopped)
 
-#define RSK_ARCH_PART_CAS(area_, ioff_, base_, pos_, vdisp_, gdisp_, expect_, newv_) \
+#define RSK_ARCH_PART_CAS(area_, ioff_, base_, pos_, shift_, vdisp_, gdisp_, expect_, newv_) \
 	RSK_X64_PART_SECTION(, RSK_ASM_EXIT("cmpfail") RSK_X64_PART_ENTER,      \
 			     "cmpq %[expect], %c[vdisp](%[base], %[pos])\n\t"   \
 			     "jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)            \
 			     "movq %[newv], %c[vdisp](%[base], %[pos])\n",      \
 			     (, [pos] "=&r"(pos_)),                             \
-			     (RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			     (RSK_X64_PART_IN(area_, ioff_, base_, shift_, vdisp_, gdisp_), \
 			      [expect] "re"(expect_), [newv] "re"(newv_)),      \
 			     ("cc"), cmpfail, aborted, stopped)
 
-#define RSK_ARCH_PART_PUSH(area_, ioff_, base_, pos_, vdisp_, gdisp_, node_, next_) \
+#define RSK_ARCH_PART_CAS_UNGATED(area_, ioff_, base_, pos_, shift_, vdisp_, expect_, newv_) \
+	RSK_X64_PART_SECTION(, RSK_ASM_EXIT("cmpfail") RSK_X64_PART_ENTER_UNGATED, \
+			     "cmpq %[expect], %c[vdisp](%[base], %[pos])\n\t"   \
+			     "jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)            \
+			     "movq %[newv], %c[vdisp](%[base], %[pos])\n",      \
+			     (, [pos] "=&r"(pos_)),                             \
+			     ([area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), \
+			      [base] "r"(base_), [shift] "i"(shift_), [vdisp] "i"(vdisp_), \
+			      [expect] "re"(expect_), [newv] "re"(newv_)),      \
+			     ("cc"), cmpfail, aborted, stopped)
+
+#define RSK_ARCH_PART_PUSH(area_, ioff_, base_, pos_, shift_, vdisp_, gdisp_, node_, next_) \
 	RSK_X64_PART_SECTION(RSK_X64_BARRIER() /* release: what the node_ holds first */, \
 			     RSK_X64_PART_ENTER,                                \
 			     "movq %c[vdisp](%[base], %[pos]), %[tmp]\n\t"      \
 			     "movq %[tmp], %c[next](%[node])\n\t" RSK_INJECT_ASM(3) \
 			     "movq %[node], %c[vdisp](%[base], %[pos])\n",      \
 			     (, [pos] "=&r"(pos_)),                             \
-			     (RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			     (RSK_X64_PART_IN(area_, ioff_, base_, shift_, vdisp_, gdisp_), \
 			      [node] "r"(node_), [next] "i"(next_)),            \
 			     ("memory", "cc"), aborted, stopped)
 
-#define RSK_ARCH_PART_POP(area_, ioff_, base_, pos_, vdisp_, gdisp_, head_, next_) \
+#define RSK_ARCH_PART_POP(area_, ioff_, base_, pos_, shift_, vdisp_, gdisp_, head_, next_) \
 	RSK_X64_PART_SECTION(, RSK_ASM_EXIT("cmpfail") RSK_X64_PART_ENTER,      \
 			     "movq %c[vdisp](%[base], %[pos]), %[head]\n\t"     \
 			     "testq %[head], %[head]\n\t"                       \
@@ -198,7 +220,7 @@
 			     "movq %c[next](%[head]), %[tmp]\n\t"               \
 			     "movq %[tmp], %c[vdisp](%[base], %[pos])\n",       \
 			     (, [pos] "=&r"(pos_), [head] "=&r"(head_)),        \
-			     (RSK_X64_PART_IN(area_, ioff_, base_, vdisp_, gdisp_), \
+			     (RSK_X64_PART_IN(area_, ioff_, base_, shift_, vdisp_, gdisp_), \
 			      [next] "i"(next_)),                               \
 			     ("memory", "cc"), cmpfail, aborted, stopped)
 
