@@ -73,35 +73,37 @@ for mode in cpu cid; do
 done
 RSEQKIT_INJECT_BROKEN_TCACHE=1 check CAUGHT -T p -d -t $THREADS -r 20000
 RSEQKIT_INJECT_BROKEN_TCACHE=1 check CAUGHT -T p -I cid -d -t $THREADS -r 20000
-# The broken add loses: with no rseq, and mixed (the counter's spill).
-for mode in cpu cid; do
-	RSEQKIT_INJECT_BROKEN_SPILL=1 check FAILED -T i -I $mode -d -t $THREADS -r 20000
-	RSEQKIT_INJECT_BROKEN_SPILL=1 check FAILED -T i -I $mode -D 2 -t $THREADS -r 20000
-done
-# fold_control BROKEN ARGS...: up to five runs, repetitions doubling, one
-# FAILED is enough (the race is a matter of timing, and of what else the
-# machine runs).
-fold_control() {
-	broken=$1
+# control SWITCH ARGS...: a negative control, the injection switch
+# SWITCH (NAME=VALUE) set: up to eight runs, repetitions doubling up to
+# the fourth, and one FAILED is enough.  Each loss is a race, a matter of
+# timing and of what else the machine runs; a control that misses eight
+# runs in a row fails the test.
+control() {
+	switch=$1
 	shift
 	n=$((n + 1))
 	reps=20000
-	for try in 1 2 3 4 5; do
-		out=$( { RSEQKIT_INJECT_BROKEN_FOLD=$broken "$STRESS" -r $reps "$@"; } 2>&1)
+	for try in 1 2 3 4 5 6 7 8; do
+		out=$( { env "$switch" "$STRESS" -r $reps "$@"; } 2>&1)
 		rc=$?
-		reps=$((reps * 2))
+		[ $try -lt 4 ] && reps=$((reps * 2))
 		verdict=$(printf '%s\n' "$out" | grep '^rseqkit-stress: test=' | tail -n 1)
 		case $rc:$verdict in
 		1:*" FAILED: "*)
-			echo "ok $n - FAILED (negative control, broken $broken, run $try): $*"
+			echo "ok $n - FAILED (negative control, $switch, run $try): $*"
 			return
 			;;
 		esac
 	done
-	echo "not ok $n - want FAILED, broken $broken, 5 runs: $* (exit $rc)"
+	echo "not ok $n - want FAILED, $switch, 8 runs: $* (exit $rc)"
 	printf '%s\n' "$out" | sed 's/^/# /' | tail -n 5
 	fails=$((fails + 1))
 }
+# The broken add loses: with no rseq, and mixed (the counter's spill).
+for mode in cpu cid; do
+	control RSEQKIT_INJECT_BROKEN_SPILL=1 -T i -I $mode -d -t $THREADS
+	control RSEQKIT_INJECT_BROKEN_SPILL=1 -T i -I $mode -D 2 -t $THREADS
+done
 FOLD="-D 2 -t $THREADS -9 200 -g 200"
 for mode in cpu cid; do
 	check OK -T s -I $mode -r 20000 $FOLD -3 2000 -8 2000
@@ -109,6 +111,6 @@ done
 # Without the fence a section that read the word free commits after the
 # re-read (a long section, -3); without the re-read it commits between the
 # swap and the fence (a long window, -8).
-fold_control fence -T s -I cid $FOLD -3 5000 -8 5000
-fold_control check -T s -I cid $FOLD -3 2000 -8 5000
+control RSEQKIT_INJECT_BROKEN_FOLD=fence -T s -I cid $FOLD -3 5000 -8 5000
+control RSEQKIT_INJECT_BROKEN_FOLD=check -T s -I cid $FOLD -3 2000 -8 5000
 [ $fails -eq 0 ]
