@@ -6,7 +6,8 @@
 # (RSEQKIT_DISABLE=1: every operation through the gates' slow path),
 # rseqkit registering the threads itself (glibc.pthread.rseq=0), indexed
 # by mm_cid, check mode, and the tight small-block loop (-H) with and
-# without rseq; and malloc_conform.t and malloc_stress.t with 64 KiB
+# without rseq, and without rseq with the per-thread caches on
+# (RSEQKIT_MALLOC_THREAD_CACHE=1); and malloc_conform.t and malloc_stress.t with 64 KiB
 # system pages emulated on whatever the kernel has (RSEQKIT_MALLOC_PAGE_,
 # a test knob: large blocks in whole pages, as on some ppc64le and
 # arm64 kernels).  One TAP line per run: its own lines must all be "ok".
@@ -19,7 +20,7 @@ fi
 tmp=$(mktemp) || exit 1
 trap 'rm -f "$tmp"' EXIT
 n=0
-echo "1..10"
+echo "1..12"
 run() { # env, args[, test]
 	n=$((n + 1))
 	t=${3:-$T}
@@ -41,6 +42,9 @@ run "RSEQKIT_MALLOC_INDEX=cid RSEQKIT_DISABLE=1" "-n 4000"
 run "RSEQKIT_MALLOC_CHECK=1" "-n 3000"
 run "RSEQKIT_MALLOC_INDEX=cpu" "-H"
 run "RSEQKIT_DISABLE=1" "-H -n 5000"
+# The per-thread caches of threads without rseq (off by default).
+run "RSEQKIT_DISABLE=1 RSEQKIT_MALLOC_THREAD_CACHE=1" "-n 8000"
+run "RSEQKIT_DISABLE=1 RSEQKIT_MALLOC_THREAD_CACHE=1" "-H -n 5000"
 run "RSEQKIT_MALLOC_PAGE_=65536" "" "$BUILD/tests/malloc_conform.t"
 run "RSEQKIT_MALLOC_PAGE_=65536" "-n 8000"
 run "RSEQKIT_MALLOC_PAGE_=65536 RSEQKIT_DISABLE=1" "-n 4000"

@@ -40,7 +40,7 @@ else
 	[ $caught -eq 1 ] ||
 		echo "not ok 1 - the stress saw nothing wrong with unarmed caches in 10 runs"
 fi
-RSEQKIT_DISABLE=1 RSEQKIT_INJECT_BROKEN_MCACHE=1 LD_PRELOAD=$SO "$T" -t 16 -n 4000 >"$tmp" 2>&1
+RSEQKIT_DISABLE=1 RSEQKIT_MALLOC_THREAD_CACHE=1 RSEQKIT_INJECT_BROKEN_MCACHE=1 LD_PRELOAD=$SO "$T" -t 16 -n 4000 >"$tmp" 2>&1
 rc=$?
 if [ $rc -ne 0 ] || grep -q '^not ok' "$tmp"; then
 	echo "ok 2 - without rseq, the stress catches a thread cache that hands a block out twice (exit $rc)"
