@@ -752,7 +752,8 @@ static NOINLINE struct rsk_pool *make_pool(unsigned c)
  * A thread that cannot run sections (RSEQKIT_DISABLE=1, seccomp,
  * qemu-user, an old kernel, a thread left unregistered) finds no index on
  * every malloc and free and takes the pools' slow paths, each a cache's
- * gate closed and reopened.  There each thread keeps the objects it frees
+ * gate closed and reopened.  With RSEQKIT_MALLOC_THREAD_CACHE=1 (off by
+ * default: tc_init()) each such thread keeps the objects it frees
  * of the classes up to 1 KiB (TC_NCLASS) and hands them out again: at
  * most tc_cap(c) of class c (32 objects, and no more than 4 KiB of them),
  * so at most 394 objects and 65760 bytes per thread.  A free to a full
