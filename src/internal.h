@@ -48,6 +48,20 @@ extern struct rsk_process rsk_process __attribute__((visibility("hidden")));
 #define RSK_DEFAULT_ABORT_LIMIT 16
 
 void rsk_init_once(void);
+/*
+ * The gates' fork() handlers registered (src/progress/gate.c), before
+ * rsk_init_once() registers its own and before any part of rseqkit that
+ * takes a lock of its own in a fork() prepare handler (the thread caches
+ * of the pool and of the allocator) registers its handlers.  Prepare
+ * handlers run in the reverse order of registration, so such a lock is
+ * taken before the gates' handler makes other threads wait for the fork:
+ * a thread that holds it and then waits for the fork (at a gate) would
+ * otherwise never let the fork go on.  Child handlers run in the order of
+ * registration: the gates are the child's again before the others run.
+ * Idempotent; the library's constructor calls it too, but the first
+ * malloc of a static program comes before the constructors.
+ */
+void rsk_progress_init_(void);
 /* RSEQKIT_DEBUG (rseqkit(7)): the checking modes an unmodified binary
  * asks for, a comma list read once at initialisation (src/runtime.c). */
 #define RSK_DEBUG_POOL_	    1u /* every pool is created with RSK_POOL_DEBUG */

@@ -610,6 +610,8 @@ static void tc_init(void)
 	if (tc_key >= 32)
 		return;
 #endif
+	/* After the gates' handlers: see rsk_progress_init_(). */
+	rsk_progress_init_();
 	if (pthread_atfork(tc_fork_prepare, tc_fork_parent, tc_fork_child) == 0)
 		tc_key_ok = 1;
 }

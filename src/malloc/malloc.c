@@ -867,8 +867,11 @@ static void tc_fork_child(void)
 		}
 }
 
-/* At initialisation (after rseqkit's, whose fork handlers then run
- * before the child's here). */
+/* At initialisation.  The fork handlers come after the gates' (see
+ * rsk_progress_init_()): the prepare handler then takes tc_lock before
+ * the gates' makes other threads wait for the fork - a thread exiting
+ * under tc_lock may be waiting at a gate - and the child's drains once
+ * the gates are the child's. */
 static void tc_init(void)
 {
 	int st = -1;
@@ -889,6 +892,7 @@ static void tc_init(void)
 	if (tc_key >= 32)
 		goto out;
 #endif
+	rsk_progress_init_();
 	if (pthread_atfork(tc_fork_prepare, tc_fork_parent, tc_fork_child) == 0)
 		st = 1;
 out:

@@ -490,14 +490,19 @@ static void gate_init(void)
 	__atomic_store_n(&gate_ctl, CTL_READY | (asym ? 0 : CTL_SYM), __ATOMIC_RELEASE);
 }
 
-static void progress_ctor(void) __attribute__((constructor));
-static void progress_ctor(void)
+void rsk_progress_init_(void)
 {
 	int saved = errno;
 
 	if (!(__atomic_load_n(&gate_ctl, __ATOMIC_ACQUIRE) & CTL_READY))
 		gate_init();
 	errno = saved;
+}
+
+static void progress_ctor(void) __attribute__((constructor));
+static void progress_ctor(void)
+{
+	rsk_progress_init_();
 }
 
 /*

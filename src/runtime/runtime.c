@@ -563,6 +563,8 @@ void rsk_init_once(void)
 		exit_key_alloc_free = 1;
 #endif
 	}
+	/* The gates' fork handlers first (see internal.h). */
+	rsk_progress_init_();
 	pthread_atfork(NULL, NULL, registry_atfork_child);
 
 	/* Publish the offset only once everything else is decided: the
