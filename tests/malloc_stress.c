@@ -8,7 +8,8 @@
  *     on another;
  *   - random sizes (16 B to 300 KiB), lifetimes and reallocs on each of
  *     THREADS threads (64 by default: more than the CPUs);
- *   - thread churn: short-lived threads that allocate, hand over, exit;
+ *   - thread churn: short-lived threads that allocate, hand over, exit,
+ *     while fork() runs (thread exit against the fork handlers);
  *   - large blocks (260 KiB to 1.3 MiB) on up to 8 threads, through the
  *     large-block cache, half of the threads moving theirs with realloc;
  *   - fork() while the others allocate: the child checks blocks it
@@ -24,7 +25,12 @@
  * the tag after: two owners of one block, or a block freed behind its
  * owner's back and reused, show as a wrong tag, size or byte.
  *
+ * A fork child that does not end within a minute, and the whole test not
+ * ending within its watchdog's time, fail with a report of where every
+ * thread is (where.h) instead of hanging.
+ *
  * Usage: malloc_stress.t [-H] [-t threads] [-n iterations per thread]
+ *                        [-w watchdog seconds, 240 by default]
  * (-H: small blocks in a tight loop, 10 x iterations)
  */
 #include <errno.h>
@@ -40,6 +46,7 @@
 #include <malloc.h>
 #include <rseqkit/malloc.h>
 #include "tap.h"
+#include "where.h"
 
 static int nthreads = 64;
 static long iters = 20000;
@@ -279,6 +286,8 @@ static void *churner(void *arg)
 /* The forking thread: while the workers run, fork; the child checks
  * blocks it inherited and allocates on its own. */
 static int forks_done, forks_ok;
+static volatile pid_t fork_child_pid; /* the child being waited for, or 0 */
+#define FORK_WAIT_S 60
 
 static int child(void *inherited)
 {
@@ -303,24 +312,46 @@ static int child(void *inherited)
 	return errors != 0 ? 4 : 0;
 }
 
+/* How many forks at most, and the pause after each. */
+struct fork_plan {
+	int max;
+	useconds_t pause;
+};
+
 static void *forker(void *arg)
 {
-	(void)arg;
-	for (int i = 0; i < 8 && !stop_forks; i++) {
+	const struct fork_plan *plan = arg;
+
+	for (int i = 0; i < plan->max && !stop_forks; i++) {
 		void *mine = make(1000);
-		int status;
+		int status = 0;
 		pid_t pid = fork();
 		if (pid == 0)
 			_exit(child(mine));
-		if (pid > 0 && waitpid(pid, &status, 0) == pid) {
+		if (pid > 0) {
+			pid_t got;
+			fork_child_pid = pid;
+			/* Polled, so that a child that hangs is reported. */
+			for (int waited = 0; (got = waitpid(pid, &status, WNOHANG)) == 0 &&
+					     waited < FORK_WAIT_S * 100;
+			     waited++)
+				usleep(10000);
+			if (got == 0) {
+				fprintf(stderr, "malloc_stress: fork child %d has not ended in %d s\n", (int)pid,
+					FORK_WAIT_S);
+				where_report(pid);
+				kill(pid, SIGKILL);
+				got = waitpid(pid, &status, 0);
+			}
+			fork_child_pid = 0;
 			forks_done++;
-			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			if (got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
 				forks_ok++;
 			else
 				fprintf(stderr, "malloc_stress: fork child status %d\n", status);
 		}
 		free(mine);
-		usleep(20000);
+		usleep(plan->pause);
 	}
 	return NULL;
 }
@@ -436,19 +467,40 @@ static void *large_worker(void *arg)
 	return NULL;
 }
 
+static unsigned watchdog_s = 240;
+
+/* The watchdog: where everything is, then a failure. */
+static void on_alarm(int sig)
+{
+	static const char m[] = "malloc_stress: not done within the watchdog's time (-w)\n";
+	pid_t c = fork_child_pid;
+
+	(void)sig;
+	if (write(2, m, sizeof(m) - 1) < 0)
+		_exit(3);
+	where_report(getpid());
+	if (c > 0) {
+		where_report(c);
+		kill(c, SIGKILL);
+	}
+	_exit(3);
+}
+
 int main(int argc, char **argv)
 {
 	struct rsk_malloc_stats st0, st1;
 	pthread_t *t, ft;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "Ht:n:")) != -1) {
+	while ((opt = getopt(argc, argv, "Ht:n:w:")) != -1) {
 		if (opt == 'H')
 			hot = 1;
 		else if (opt == 't')
 			nthreads = atoi(optarg);
 		else if (opt == 'n')
 			iters = atol(optarg);
+		else if (opt == 'w')
+			watchdog_s = (unsigned)atoi(optarg);
 		else
 			return 2;
 	}
@@ -461,14 +513,16 @@ int main(int argc, char **argv)
 		sig_phase = cm == NULL || (strcmp(cm, "1") && strcasecmp(cm, "yes") &&
 					   strcasecmp(cm, "true") && strcasecmp(cm, "on"));
 	}
-	alarm(240);
+	where_install();
+	signal(SIGALRM, on_alarm);
+	alarm(watchdog_s);
 	tap_plan(sig_phase ? 7 : 6);
 	malloc_trim(0);
 	rsk_malloc_stats(&st0, -1);
 	t = calloc((size_t)nthreads, sizeof(*t));
 
 	/* workers (producers and consumers at once), and forks meanwhile */
-	pthread_create(&ft, NULL, forker, NULL);
+	pthread_create(&ft, NULL, forker, &(struct fork_plan){ 8, 20000 });
 	for (int i = 0; i < nthreads; i++)
 		pthread_create(&t[i], NULL, hot ? hot_worker : worker, (void *)(uintptr_t)(i + 1));
 	for (int i = 0; i < nthreads; i++)
@@ -481,19 +535,27 @@ int main(int argc, char **argv)
 	       "fork() while %d threads allocate: %d of %d children checked inherited and new blocks",
 	       nthreads, forks_ok, forks_done);
 
-	/* churn */
+	/* churn, with forks meanwhile: threads exit (their caches go back)
+	 * while fork() runs its handlers */
 	{
 		long before = errors;
+		int forks0 = forks_done, ok0 = forks_ok;
+		stop_forks = 0;
+		pthread_create(&ft, NULL, forker, &(struct fork_plan){ 200, 1000 });
 		for (int wave = 0; wave < 20; wave++) {
 			for (int i = 0; i < nthreads; i++)
 				pthread_create(&t[i], NULL, churner, (void *)(uintptr_t)(wave * 1000 + i));
 			for (int i = 0; i < nthreads; i++)
 				pthread_join(t[i], NULL);
 		}
+		stop_forks = 1;
+		pthread_join(ft, NULL);
 		while (consume())
 			;
-		tap_ok(errors == before, "thread churn: 20 waves of %d short-lived threads (%ld errors)",
-		       nthreads, errors - before);
+		tap_ok(errors == before && forks_ok - ok0 == forks_done - forks0,
+		       "thread churn: 20 waves of %d short-lived threads, %d forks meanwhile (%ld errors, "
+		       "%d children failed)",
+		       nthreads, forks_done - forks0, errors - before, forks_done - forks0 - (forks_ok - ok0));
 	}
 	/* large blocks, on at most 8 threads (each maps up to 5 MiB) */
 	{
