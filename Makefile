@@ -224,7 +224,7 @@ $(BUILD)/tests/malloc_%.t: tests/malloc_%.c $(MALLOC_SO) $(MALLOC_HDR) $(wildcar
 $(BUILD)/tests/static/malloc_%.t: tests/malloc_%.c $(MALLOC_SO_OBJ) $(PIC_OBJ) $(MALLOC_HDR) \
 		$(wildcard tests/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) $(LDFLAGS) -o $@ $< $(MALLOC_SO_OBJ) $(PIC_OBJ) $(LDLIBS)
+	$(CC) $(BASEFLAGS) $(LDFLAGS) -static -o $@ $< $(MALLOC_SO_OBJ) $(PIC_OBJ) $(LDLIBS)
 
 $(BUILD)/tests/%.t: tests/%.sh
 	@mkdir -p $(@D)
@@ -277,7 +277,7 @@ $(BUILD)/examples/%: examples/%.c $(STATIC) $(LIB_HDR)
 
 # Everything a test script may need, built before prove runs.
 TEST_DEPS := lib malloc tools $(TESTS) $(MALLOC_NOARM) $(NOARM_LIB) $(INJECT_LIB) $(STRESS_NOARM) examples \
-             $(BUILD)/bin/mempool-bench $(BUILD)/bin/slice-bench
+             $(BUILD)/bin/mempool-bench $(BUILD)/bin/slice-bench $(BUILD)/tests/static/malloc_stress.t
 
 # prove runs each test through tests/bin/tap-run.sh, which keeps its TAP in
 # $(BUILD)/tap/; tests/bin/deps.sh then sums up what was skipped and why, and

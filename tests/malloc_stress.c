@@ -289,7 +289,7 @@ static int forks_done, forks_ok;
 static volatile pid_t fork_child_pid; /* the child being waited for, or 0 */
 #define FORK_WAIT_S 60
 
-static int child(void *inherited)
+static int child(void *inherited, int rounds)
 {
 	uint64_t s = 99;
 	void *v[200];
@@ -297,7 +297,7 @@ static int child(void *inherited)
 	alarm(30);
 	if (inherited != NULL && !check(inherited, ((struct hdr *)inherited)->size))
 		return 2;
-	for (int round = 0; round < 20; round++) {
+	for (int round = 0; round < rounds; round++) {
 		for (int i = 0; i < 200; i++)
 			v[i] = make(pick_size(&s));
 		for (int i = 0; i < 200; i++) {
@@ -312,10 +312,12 @@ static int child(void *inherited)
 	return errors != 0 ? 4 : 0;
 }
 
-/* How many forks at most, and the pause after each. */
+/* How many forks at most, the pause after each, and the child's rounds
+ * of 200 blocks. */
 struct fork_plan {
 	int max;
 	useconds_t pause;
+	int rounds;
 };
 
 static void *forker(void *arg)
@@ -327,7 +329,7 @@ static void *forker(void *arg)
 		int status = 0;
 		pid_t pid = fork();
 		if (pid == 0)
-			_exit(child(mine));
+			_exit(child(mine, plan->rounds));
 		if (pid > 0) {
 			pid_t got;
 			fork_child_pid = pid;
@@ -344,7 +346,7 @@ static void *forker(void *arg)
 				got = waitpid(pid, &status, 0);
 			}
 			fork_child_pid = 0;
-			forks_done++;
+			__atomic_add_fetch(&forks_done, 1, __ATOMIC_RELAXED);
 			if (got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
 				forks_ok++;
 			else
@@ -522,7 +524,7 @@ int main(int argc, char **argv)
 	t = calloc((size_t)nthreads, sizeof(*t));
 
 	/* workers (producers and consumers at once), and forks meanwhile */
-	pthread_create(&ft, NULL, forker, &(struct fork_plan){ 8, 20000 });
+	pthread_create(&ft, NULL, forker, &(struct fork_plan){ 8, 20000, 20 });
 	for (int i = 0; i < nthreads; i++)
 		pthread_create(&t[i], NULL, hot ? hot_worker : worker, (void *)(uintptr_t)(i + 1));
 	for (int i = 0; i < nthreads; i++)
@@ -541,8 +543,12 @@ int main(int argc, char **argv)
 		long before = errors;
 		int forks0 = forks_done, ok0 = forks_ok;
 		stop_forks = 0;
-		pthread_create(&ft, NULL, forker, &(struct fork_plan){ 200, 1000 });
-		for (int wave = 0; wave < 20; wave++) {
+		pthread_create(&ft, NULL, forker, &(struct fork_plan){ 100000, 0, 1 });
+		int wave;
+		/* 20 waves, and on until 100 forks came between them. */
+		for (wave = 0; wave < 20 || (__atomic_load_n(&forks_done, __ATOMIC_RELAXED) - forks0 < 100 &&
+					     wave < 2000);
+		     wave++) {
 			for (int i = 0; i < nthreads; i++)
 				pthread_create(&t[i], NULL, churner, (void *)(uintptr_t)(wave * 1000 + i));
 			for (int i = 0; i < nthreads; i++)
@@ -553,9 +559,9 @@ int main(int argc, char **argv)
 		while (consume())
 			;
 		tap_ok(errors == before && forks_ok - ok0 == forks_done - forks0,
-		       "thread churn: 20 waves of %d short-lived threads, %d forks meanwhile (%ld errors, "
+		       "thread churn: %d waves of %d short-lived threads, %d forks meanwhile (%ld errors, "
 		       "%d children failed)",
-		       nthreads, forks_done - forks0, errors - before, forks_done - forks0 - (forks_ok - ok0));
+		       wave, nthreads, forks_done - forks0, errors - before, forks_done - forks0 - (forks_ok - ok0));
 	}
 	/* large blocks, on at most 8 threads (each maps up to 5 MiB) */
 	{
