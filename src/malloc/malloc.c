@@ -752,8 +752,8 @@ static NOINLINE struct rsk_pool *make_pool(unsigned c)
  * A thread that cannot run sections (RSEQKIT_DISABLE=1, seccomp,
  * qemu-user, an old kernel, a thread left unregistered) finds no index on
  * every malloc and free and takes the pools' slow paths, each a cache's
- * gate closed and reopened.  With RSEQKIT_MALLOC_THREAD_CACHE=1 (off by
- * default: tc_init()) each such thread keeps the objects it frees
+ * gate closed and reopened.  Unless RSEQKIT_MALLOC_THREAD_CACHE=0
+ * (tc_init()), each such thread keeps the objects it frees
  * of the classes up to 1 KiB (TC_NCLASS) and hands them out again: at
  * most tc_cap(c) of class c (32 objects, and no more than 4 KiB of them),
  * so at most 394 objects and 65760 bytes per thread.  A free to a full
@@ -880,10 +880,7 @@ static void tc_init(void)
 		size_t k = (size_t)4096 / class_size(c);
 		tc_caps[c] = (uint8_t)(k > TC_OBJS ? TC_OBJS : k);
 	}
-	/* Off unless asked for: malloc_stress without rseq hung once in ten
-	 * runs on a 6.12 kernel under qemu with the thread caches on, and
-	 * the cause is not known yet (rseqkit-malloc(7), BUGS). */
-	if (check_mode || !rsk_env_bool_("RSEQKIT_MALLOC_THREAD_CACHE", 0) ||
+	if (check_mode || !rsk_env_bool_("RSEQKIT_MALLOC_THREAD_CACHE", 1) ||
 	    pthread_key_create(&tc_key, tc_thread_exit) != 0)
 		goto out;
 #ifdef __GLIBC__
