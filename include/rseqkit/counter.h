@@ -85,18 +85,14 @@ int rsk_counter_destroy(struct rsk_counter *c);
 RSK_PERCPU_INLINE enum rsk_result rsk_counter_try_(struct rsk_counter *c, intptr_t count, int *idx,
 						ptrdiff_t off)
 {
-	uintptr_t pos;
+	enum rsk_result r;
+	uintptr_t pos = 0; /* (0: clang-tidy misses the exits) */
 
 	RSK_INJECT_C(7);
-	RSK_PERCPU_ADD_(c, struct rsk_counter, off, pos, count, count);
-	*idx = rsk_percpu_pos_index_(pos);
-	return RSK_OK;
-noindex:
-	return RSK_NO_INDEX;
-aborted:
-	return RSK_ABORTED;
-stopped:
-	return RSK_STOPPED;
+	r = RSK_PERCPU_ADD_(c, struct rsk_counter, off, pos, count, count);
+	if (RSK_PERCPU_LIKELY(r == RSK_OK))
+		*idx = rsk_percpu_pos_index_(pos);
+	return r;
 }
 
 /* Not API: rsk_counter_add after a first attempt that returned `first`. */
@@ -114,28 +110,15 @@ int rsk_counter_slow_(struct rsk_counter *c, intptr_t count, enum rsk_result fir
 RSK_PERCPU_INLINE int rsk_counter_add(struct rsk_counter *c, intptr_t count)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	uintptr_t pos;
+	enum rsk_result r;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
 		return -EINVAL;
-	/* rsk_counter_try_()'s section, with each exit calling the slow path
-	 * itself: no result code is set up on the fast path. */
-	RSK_INJECT_C(7);
-	RSK_PERCPU_ADD_(c, struct rsk_counter, off, pos, count, count);
-	(void)pos;
-	return 0;
-noindex:
-	return rsk_counter_slow_(c, count, RSK_NO_INDEX);
-	/* The empty asm statements keep the three calls apart: merged into
-	 * one (clang 14 does, now that the fast path returns a constant),
-	 * the code that picks the argument lands before the section, on
-	 * the fast path (make insn-count: 2 instructions per add). */
-aborted:
-	__asm__ __volatile__("");
-	return rsk_counter_slow_(c, count, RSK_ABORTED);
-stopped:
-	__asm__ __volatile__("");
-	return rsk_counter_slow_(c, count, RSK_STOPPED);
+	r = rsk_counter_try_(c, count, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_OK))
+		return 0;
+	return rsk_counter_slow_(c, count, r);
 }
 
 /*

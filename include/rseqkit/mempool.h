@@ -127,6 +127,7 @@
 #include <rseqkit/thread.h>
 #include <rseqkit/ops.h>
 #include <rseqkit/progress.h>
+#include <rseqkit/percpu.h>
 #include <rseqkit/inject.h>
 
 #ifdef __cplusplus
@@ -346,6 +347,7 @@ static inline __attribute__((always_inline)) int
 rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 {
 	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_result r;
 	uintptr_t pos;
 
 	/* A NULL p goes to the slow path, which returns -EINVAL for it,
@@ -368,14 +370,12 @@ rsk_pcounter_add(struct rsk_mempool *p, intptr_t *ctr, intptr_t v)
 	if (__builtin_expect(off == 0, 0))
 		return rsk_pcounter_slow_(p, ctr, v, RSK_NO_INDEX);
 	RSK_INJECT_C(7);
-	RSK_ARCH_STRIDE_GATED_ADD(rsk_arch_area_of(off), p->index_offset_, ctr, p->gate,
-				  RSK_MEMPOOL_SHIFT, pos, v);
+	r = RSK_PERCPU_SECTION_(RSK_ARCH_STRIDE_GATED_ADD(rsk_arch_area_of(off), p->index_offset_,
+							  ctr, p->gate, RSK_MEMPOOL_SHIFT, pos, v));
 	(void)pos;
-	return 0;
-aborted:
-	return rsk_pcounter_slow_(p, ctr, v, RSK_ABORTED);
-stopped:
-	return rsk_pcounter_slow_(p, ctr, v, RSK_STOPPED);
+	if (__builtin_expect(r == RSK_OK, 1))
+		return 0;
+	return rsk_pcounter_slow_(p, ctr, v, r);
 }
 #else
 static inline __attribute__((always_inline)) int

@@ -42,7 +42,12 @@
  * call would cost as much as the section); whatever it did not finish -
  * the retries after an abort or a changed part, the registration of a new
  * thread, then the gate - is one call to the structure's slow path, out
- * of line.  The first attempt reads the index from the area field fixed at
+ * of line.  Each structure writes that attempt once, as an inline
+ * rsk_<name>_try_*_() returning an enum rsk_result whose section is an
+ * expression (RSK_PERCPU_OP_, the part operations, RSK_PERCPU_SECTION_);
+ * the operation calls it and hands every result but RSK_OK and the
+ * answers (RSK_EMPTY, RSK_FULL) to its slow path, whose kind calls the
+ * same attempt (doc/HACKING.md, "A fast path").  The first attempt reads the index from the area field fixed at
  * creation (cpu_id or mm_cid, at `index_offset_`) and compares it, as
  * unsigned, with the number of parts.  That one compare also stands for
  * every reason a thread that has an area cannot run a section: an
@@ -228,15 +233,23 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
 
 /*
  * Not API: the part operations of structures whose parts are an array of
- * 128-byte parts after their head (counter, spinlock, stack).  Where the
- * arch has them (RSK_ARCH_HAS_PART_OPS: x86-64) the section reads the
- * index itself; elsewhere they are built from rsk_percpu_enter_() and the
- * `_at` operations.  Statements that leave through the enclosing
- * function's labels noindex, cmpfail, aborted and stopped; on success,
- * pos is the index << 7.  s is the structure, T its type, FIELD the
- * part's word.  RSK_PERCPU_CAS_UNGATED_ is the compare-and-store of a part
- * without a gate (the spinlock's: its slow path takes the word itself),
- * which leaves through `stopped` only for a thread without an index.
+ * 128-byte parts after their head (counter, spinlock, stack).  Each is an
+ * expression whose value is the section's enum rsk_result, as
+ * RSK_PERCPU_OP_'s is: RSK_OK (pos is the index << 7), RSK_NO_INDEX (the
+ * thread cannot run a section), RSK_CMPFAIL (CAS: the word was not
+ * `expect`; POP: the part was empty), RSK_ABORTED, RSK_STOPPED (the gate
+ * was closed, or a thread without an index reached a guard part).  Where
+ * the arch has them (RSK_ARCH_HAS_PART_OPS: x86-64) the section reads the
+ * index itself; elsewhere they are rsk_percpu_enter_() and an `_at`
+ * operation.  s is the structure, T its type, FIELD the part's word.
+ * RSK_PERCPU_CAS_UNGATED_ is the compare-and-store of a part without a
+ * gate (the spinlock's: its slow path takes the word itself), which gives
+ * RSK_STOPPED only to a thread without an index; RSK_PERCPU_ADD_ has no
+ * gate either (the counter's parts need none: src/percpu/counter.c; on
+ * x86-64 the section loads its never-closed gate word for the guard
+ * parts).  The caller tests the value with constants only, so that, once
+ * inlined, each exit of the section branches straight to its caller's
+ * code for that result.
  */
 /* Not API: the index of a part operation's pos, telling the compiler what
  * it is (a multiple of 128 whose index fits an int), so that callers'
@@ -252,43 +265,73 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 #define RSK_PERCPU_GDISP_(T)	    offsetof(T, part[0].gate)
 
 #if defined(RSEQKIT_ANALYZER)
-/* make check-analyze: cppcheck's parser breaks on these statements (an
- * "AST broken" error), so it checks a C model with the same exits. */
+/* make check-analyze: cppcheck's parser breaks on the sections (an "AST
+ * broken" error), so it checks a C model with the same results. */
 #define RSK_PERCPU_PART_MODEL_(s, off, pos)                                    \
-	do {                                                                   \
-		if ((off) == 0 || (s)->fast_nr_ == 0)                          \
-			goto noindex;                                          \
-		(pos) = 0;                                                     \
-		if ((s)->magic_ == 0)                                          \
-			goto aborted;                                          \
-		if ((s)->magic_ == 1)                                          \
-			goto stopped;                                          \
-	} while (0)
+	((off) == 0 || (s)->fast_nr_ == 0 ? RSK_NO_INDEX                       \
+	 : ((pos) = 0, (s)->magic_ == 0)  ? RSK_ABORTED                        \
+	 : (s)->magic_ == 1		  ? RSK_STOPPED                        \
+					  : RSK_OK)
 #define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                          \
-	do {                                                                   \
-		RSK_PERCPU_PART_MODEL_(s, off, pos);                           \
-		(void)(count);                                                 \
-	} while (0)
+	((void)(count), RSK_PERCPU_PART_MODEL_(s, off, pos))
 #define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                   \
-	do {                                                                   \
-		RSK_PERCPU_PART_MODEL_(s, off, pos);                           \
-		if ((expect) == (newv))                                        \
-			goto cmpfail;                                          \
-	} while (0)
+	(RSK_PERCPU_PART_MODEL_(s, off, pos) != RSK_OK ? RSK_PERCPU_PART_MODEL_(s, off, pos) \
+	 : (expect) == (newv)			     ? RSK_CMPFAIL                    \
+						     : RSK_OK)
 #define RSK_PERCPU_CAS_UNGATED_(s, T, off, pos, field, expect, newv)           \
 	RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)
 #define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                    \
-	do {                                                                   \
-		RSK_PERCPU_PART_MODEL_(s, off, pos);                           \
-		(void)(node);                                                  \
-	} while (0)
+	((void)(node), RSK_PERCPU_PART_MODEL_(s, off, pos))
 #define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                     \
-	do {                                                                   \
-		RSK_PERCPU_PART_MODEL_(s, off, pos);                           \
-		(head) = (s)->magic_;                                          \
-		if ((head) == 2)                                               \
-			goto cmpfail;                                          \
-	} while (0)
+	(RSK_PERCPU_PART_MODEL_(s, off, pos) != RSK_OK ? RSK_PERCPU_PART_MODEL_(s, off, pos) \
+	 : ((head) = (s)->magic_) == 2		     ? RSK_CMPFAIL                    \
+						     : RSK_OK)
+#else
+/*
+ * Not API: RSK_PERCPU_SECTION_(stmt) is the enum rsk_result of a section
+ * written as a statement that leaves through labels named noindex,
+ * cmpfail, aborted and stopped (an asm goto's exits: the part operations
+ * here, the arch's counted operations): the statement gets labels of its
+ * own, and the expression is RSK_OK where the statement falls through.
+ * Each exit's block starts with an empty asm, which keeps it a block of
+ * its own: the result's constant is set there, off the fast path.
+ * Without it clang 14 folds the blocks into the edges out of the asm
+ * goto, and their copies land before the section (make insn-count: 2.5
+ * more instructions per counter add, 3 per spinlock lock).
+ */
+#define RSK_PERCPU_EXIT_(label, result)                                        \
+	label: __attribute__((unused));                                        \
+	__asm__ __volatile__("");                                              \
+	rsk_r_ = (result);                                                     \
+	goto rsk_done_
+#define RSK_PERCPU_SECTION_(stmt)                                              \
+	__extension__({                                                        \
+		__label__ noindex, cmpfail, aborted, stopped, rsk_done_;       \
+		enum rsk_result rsk_r_;                                        \
+		stmt;                                                          \
+		rsk_r_ = RSK_OK;                                               \
+		goto rsk_done_;                                                \
+		RSK_PERCPU_EXIT_(noindex, RSK_NO_INDEX);                       \
+		RSK_PERCPU_EXIT_(cmpfail, RSK_CMPFAIL);                        \
+		RSK_PERCPU_EXIT_(aborted, RSK_ABORTED);                        \
+		RSK_PERCPU_EXIT_(stopped, RSK_STOPPED);                        \
+	rsk_done_:                                                             \
+		rsk_r_;                                                        \
+	})
+#define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                          \
+	RSK_PERCPU_SECTION_(RSK_PERCPU_ADD_STMT_(s, T, off, pos, field, count))
+#define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                   \
+	RSK_PERCPU_SECTION_(RSK_PERCPU_CAS_STMT_(s, T, off, pos, field, expect, newv))
+#define RSK_PERCPU_CAS_UNGATED_(s, T, off, pos, field, expect, newv)           \
+	RSK_PERCPU_SECTION_(RSK_PERCPU_CAS_UNGATED_STMT_(s, T, off, pos, field, expect, newv))
+#define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                    \
+	RSK_PERCPU_SECTION_(RSK_PERCPU_PUSH_STMT_(s, T, off, pos, field, node, next))
+#define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                     \
+	RSK_PERCPU_SECTION_(RSK_PERCPU_POP_STMT_(s, T, off, pos, field, head, next))
+#endif
+
+#if defined(RSEQKIT_ANALYZER)
+/* (the model above) */
 #elif defined(RSK_ARCH_HAS_PART_OPS) && !defined(RSK_TSAN)
 /* (Under ThreadSanitizer the generic ones below: their part, and so the
  * key of their annotation, is known before the section.) */
@@ -300,35 +343,35 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		if (RSK_PERCPU_UNLIKELY((off) == 0))                           \
 			goto noindex;                                          \
 	} while (0)
-#define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                          \
+#define RSK_PERCPU_ADD_STMT_(s, T, off, pos, field, count)                     \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_ADD(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
 				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
 				  RSK_PERCPU_GDISP_(T), count);                \
 	} while (0)
-#define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                   \
+#define RSK_PERCPU_CAS_STMT_(s, T, off, pos, field, expect, newv)              \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_CAS(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
 				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
 				  RSK_PERCPU_GDISP_(T), expect, newv);         \
 	} while (0)
-#define RSK_PERCPU_CAS_UNGATED_(s, T, off, pos, field, expect, newv)           \
+#define RSK_PERCPU_CAS_UNGATED_STMT_(s, T, off, pos, field, expect, newv)      \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_CAS_UNGATED(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
 				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
 				  expect, newv);                               \
 	} while (0)
-#define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                    \
+#define RSK_PERCPU_PUSH_STMT_(s, T, off, pos, field, node, next)               \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_PUSH(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
 				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
 				  RSK_PERCPU_GDISP_(T), node, next);           \
 	} while (0)
-#define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                     \
+#define RSK_PERCPU_POP_STMT_(s, T, off, pos, field, head, next)                \
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_POP(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
@@ -336,94 +379,74 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 				  RSK_PERCPU_GDISP_(T), head, next);           \
 	} while (0)
 #else
-/* Enter, then one `_at` operation on the slot's word; its result picks
- * the label. */
-#define RSK_PERCPU_PART_OP_(s, T, off, pos, field, on_cmpfail, op, ...)           \
+/* The prologue every generic part operation shares: the area and index
+ * from rsk_percpu_enter_() (else `noindex`), and pos.  Declares ioff_,
+ * area_ and i_ in the enclosing block. */
+#define RSK_PERCPU_ENTER_(s, off, pos)                                         \
+	uint32_t ioff_ = (s)->index_offset_, i_;                               \
+	rsk_arch_area_t area_;                                                 \
+	if (RSK_PERCPU_UNLIKELY(!rsk_percpu_enter_((off), ioff_, (s)->fast_nr_, &area_, &i_))) \
+		goto noindex;                                                  \
+	(pos) = (uintptr_t)i_ << 7
+/* The part's word and gate at pos. */
+#define RSK_PERCPU_WORD_(s, T, pos, field)                                     \
+	((intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)))
+#define RSK_PERCPU_GATE_(s, T, pos)                                            \
+	((const intptr_t *)(const void *)((const char *)(s) + RSK_PERCPU_GDISP_(T) + (pos)))
+/* Enter, then one gated `_at` operation on the part's word; its result
+ * picks the label. */
+#define RSK_PERCPU_PART_OP_(s, T, off, pos, field, op, ...)                    \
 	do {                                                                   \
-		uint32_t ioff_ = (s)->index_offset_, i_;                       \
-		rsk_arch_area_t area_;                                         \
 		int r_;                                                        \
-		if (RSK_PERCPU_UNLIKELY(                                       \
-			    !rsk_percpu_enter_((off), ioff_, (s)->fast_nr_, &area_, &i_))) \
-			goto noindex;                                          \
-		(pos) = (uintptr_t)i_ << 7;                                    \
+		RSK_PERCPU_ENTER_(s, off, pos);                                \
 		RSK_TSAN_RELEASE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
-		r_ = RSK_PERCPU_GATED_(                                        \
-			op, area_, ioff_, (int)i_,                             \
-			(const intptr_t *)(const void *)((const char *)(s) + RSK_PERCPU_GDISP_(T) + (pos)), \
-			(intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
-			__VA_ARGS__);                                          \
+		r_ = RSK_PERCPU_GATED_(op, area_, ioff_, (int)i_, RSK_PERCPU_GATE_(s, T, pos), \
+				       RSK_PERCPU_WORD_(s, T, pos, field), __VA_ARGS__); \
 		if (RSK_PERCPU_UNLIKELY(r_ != RSK_OK)) {                       \
 			if (r_ == RSK_STOPPED)                                 \
 				goto stopped;                                  \
 			if (r_ == RSK_CMPFAIL)                                 \
-				goto on_cmpfail;                               \
+				goto cmpfail;                                  \
 			goto aborted;                                          \
 		}                                                              \
 		RSK_TSAN_ACQUIRE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
 	} while (0)
-/* The add has no gate (the counter's parts need none: src/percpu/counter.c;
- * on x86-64 the section loads its never-closed gate word for the guard
- * parts); the `if (0)` keeps the caller's `stopped` label used. */
-#define RSK_PERCPU_ADD_(s, T, off, pos, field, count)                             \
+#define RSK_PERCPU_ADD_STMT_(s, T, off, pos, field, count)                     \
 	do {                                                                   \
-		uint32_t ioff_ = (s)->index_offset_, i_;                       \
-		rsk_arch_area_t area_;                                         \
-		if (0)                                                         \
-			goto stopped;                                          \
-		if (RSK_PERCPU_UNLIKELY(                                       \
-			    !rsk_percpu_enter_((off), ioff_, (s)->fast_nr_, &area_, &i_))) \
-			goto noindex;                                          \
-		(pos) = (uintptr_t)i_ << 7;                                    \
-		if (RSK_PERCPU_UNLIKELY(rsk_arch_add_at(                       \
-			    area_, ioff_, (int)i_,                             \
-			    (intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
-			    (count)) != RSK_OK))                               \
+		RSK_PERCPU_ENTER_(s, off, pos);                                \
+		if (RSK_PERCPU_UNLIKELY(rsk_arch_add_at(area_, ioff_, (int)i_, \
+							RSK_PERCPU_WORD_(s, T, pos, field), \
+							(count)) != RSK_OK))   \
 			goto aborted;                                          \
 	} while (0)
-#define RSK_PERCPU_CAS_(s, T, off, pos, field, expect, newv)                      \
-	RSK_PERCPU_PART_OP_(s, T, off, pos, field, cmpfail, cmpstore, expect, newv)
+#define RSK_PERCPU_CAS_STMT_(s, T, off, pos, field, expect, newv)              \
+	RSK_PERCPU_PART_OP_(s, T, off, pos, field, cmpstore, expect, newv)
 /* As the add: the plain compare-and-store, no gate. */
-#define RSK_PERCPU_CAS_UNGATED_(s, T, off, pos, field, expect, newv)              \
+#define RSK_PERCPU_CAS_UNGATED_STMT_(s, T, off, pos, field, expect, newv)      \
 	do {                                                                   \
-		uint32_t ioff_ = (s)->index_offset_, i_;                       \
-		rsk_arch_area_t area_;                                         \
 		int r_;                                                        \
-		if (0)                                                         \
-			goto stopped;                                          \
-		if (RSK_PERCPU_UNLIKELY(                                       \
-			    !rsk_percpu_enter_((off), ioff_, (s)->fast_nr_, &area_, &i_))) \
-			goto noindex;                                          \
-		(pos) = (uintptr_t)i_ << 7;                                    \
-		r_ = rsk_arch_cmpstore_at(                                     \
-			area_, ioff_, (int)i_,                                 \
-			(intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
-			(expect), (newv));                                     \
+		RSK_PERCPU_ENTER_(s, off, pos);                                \
+		r_ = rsk_arch_cmpstore_at(area_, ioff_, (int)i_,               \
+					  RSK_PERCPU_WORD_(s, T, pos, field), (expect), (newv)); \
 		if (RSK_PERCPU_UNLIKELY(r_ != RSK_OK)) {                       \
 			if (r_ == RSK_CMPFAIL)                                 \
 				goto cmpfail;                                  \
 			goto aborted;                                          \
 		}                                                              \
 	} while (0)
-#define RSK_PERCPU_PUSH_(s, T, off, pos, field, node, next)                       \
+/* node->next = the head, speculatively; the commit publishes it (a head
+ * that moved meanwhile fails the compare: a retry). */
+#define RSK_PERCPU_PUSH_STMT_(s, T, off, pos, field, node, next)               \
 	do {                                                                   \
 		intptr_t head_;                                                \
-		uint32_t ioff_ = (s)->index_offset_, i_;                       \
-		rsk_arch_area_t area_;                                         \
 		int r_;                                                        \
-		if (RSK_PERCPU_UNLIKELY(                                       \
-			    !rsk_percpu_enter_((off), ioff_, (s)->fast_nr_, &area_, &i_))) \
-			goto noindex;                                          \
-		(pos) = (uintptr_t)i_ << 7;                                    \
-		head_ = __atomic_load_n((intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
-					__ATOMIC_RELAXED);                     \
+		RSK_PERCPU_ENTER_(s, off, pos);                                \
+		head_ = __atomic_load_n(RSK_PERCPU_WORD_(s, T, pos, field), __ATOMIC_RELAXED); \
 		*(intptr_t *)(void *)((char *)(node) + (next)) = head_;        \
 		RSK_TSAN_RELEASE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
-		r_ = RSK_PERCPU_GATED_(                                        \
-			cmpstore_release, area_, ioff_, (int)i_,               \
-			(const intptr_t *)(const void *)((const char *)(s) + RSK_PERCPU_GDISP_(T) + (pos)), \
-			(intptr_t *)(void *)((char *)(s) + RSK_PERCPU_VDISP_(T, field) + (pos)), \
-			head_, (intptr_t)(node));                              \
+		r_ = RSK_PERCPU_GATED_(cmpstore_release, area_, ioff_, (int)i_, \
+				       RSK_PERCPU_GATE_(s, T, pos),            \
+				       RSK_PERCPU_WORD_(s, T, pos, field), head_, (intptr_t)(node)); \
 		if (RSK_PERCPU_UNLIKELY(r_ != RSK_OK)) {                       \
 			if (r_ == RSK_STOPPED)                                 \
 				goto stopped;                                  \
@@ -431,8 +454,8 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 		}                                                              \
 		RSK_TSAN_ACQUIRE((char *)(s) + RSK_PERCPU_GDISP_(T) + (pos));   \
 	} while (0)
-#define RSK_PERCPU_POP_(s, T, off, pos, field, head, next)                        \
-	RSK_PERCPU_PART_OP_(s, T, off, pos, field, cmpfail, pop, 0, (intptr_t)(next), &(head))
+#define RSK_PERCPU_POP_STMT_(s, T, off, pos, field, head, next)                \
+	RSK_PERCPU_PART_OP_(s, T, off, pos, field, pop, 0, (intptr_t)(next), &(head))
 #endif
 
 #ifdef __cplusplus

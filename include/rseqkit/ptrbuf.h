@@ -107,48 +107,47 @@ int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, vo
 
 RSK_PERCPU_INLINE enum rsk_result rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx, ptrdiff_t off)
 {
+	enum rsk_result r;
 	intptr_t i;
 
 	/* No rseq in the process: arming would write the TCB. */
 	if (RSK_PERCPU_UNLIKELY(off == 0))
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
-	RSK_ARCH_COUNTED_PUSH(rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride,
-			      RSK_PTRBUF_CDISP_, RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, b->capacity,
-				 ptr, i);
-	if (i < 0 || i > INT32_MAX) /* it passed the section's sign test */
-		__builtin_unreachable();
-	*idx = (int)i;
-	return RSK_OK;
-cmpfail:
-	return RSK_FULL;
-aborted:
-	return RSK_ABORTED;
-stopped:
-	return RSK_STOPPED;
+	r = RSK_PERCPU_SECTION_(RSK_ARCH_COUNTED_PUSH(
+		rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride, RSK_PTRBUF_CDISP_,
+		RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, b->capacity, ptr, i));
+	if (RSK_PERCPU_LIKELY(r == RSK_OK)) {
+		if (i < 0 || i > INT32_MAX) /* it passed the section's sign test */
+			__builtin_unreachable();
+		*idx = (int)i;
+	} else if (r == RSK_CMPFAIL) {
+		r = RSK_FULL;
+	}
+	return r;
 }
 
 RSK_PERCPU_INLINE enum rsk_result rsk_ptrbuf_try_pop_(struct rsk_ptrbuf *b, void **out, int *idx, ptrdiff_t off)
 {
+	enum rsk_result r;
 	intptr_t i, ptr;
 
 	if (RSK_PERCPU_UNLIKELY(off == 0))
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
-	RSK_ARCH_COUNTED_POP(rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride,
-			     RSK_PTRBUF_CDISP_, RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, ptr, i);
-	if (i < 0 || i > INT32_MAX)
-		__builtin_unreachable();
-	*idx = (int)i;
-	*out = (void *)ptr;
-	return RSK_OK;
-cmpfail:
-	*out = NULL;
-	return RSK_EMPTY;
-aborted:
-	return RSK_ABORTED;
-stopped:
-	return RSK_STOPPED;
+	r = RSK_PERCPU_SECTION_(RSK_ARCH_COUNTED_POP(
+		rsk_arch_area_of(off), b->index_offset_, b->parts, b->stride, RSK_PTRBUF_CDISP_,
+		RSK_PTRBUF_GDISP_, RSK_PTRBUF_SDISP_, ptr, i));
+	if (RSK_PERCPU_LIKELY(r == RSK_OK)) {
+		if (i < 0 || i > INT32_MAX)
+			__builtin_unreachable();
+		*idx = (int)i;
+		*out = (void *)ptr;
+	} else if (r == RSK_CMPFAIL) {
+		*out = NULL;
+		r = RSK_EMPTY;
+	}
+	return r;
 }
 #else
 RSK_PERCPU_INLINE enum rsk_result rsk_ptrbuf_try_push_(struct rsk_ptrbuf *b, void *ptr, int *idx, ptrdiff_t off)

@@ -65,26 +65,19 @@ int rsk_spinlock_destroy(struct rsk_spinlock *l);
 	RSK_TSAN_ACQUIRE((char *)(l) + RSK_PERCPU_VDISP_(struct rsk_spinlock, locked) + (pos))
 
 /* Not API: one attempt of rsk_spinlock_lock (RSK_OK with *idx set;
- * RSK_CMPFAIL: the lock of part *idx is held). */
+ * RSK_CMPFAIL: the lock of the thread's part is held). */
 RSK_PERCPU_INLINE enum rsk_result rsk_spinlock_try_(struct rsk_spinlock *l, int *idx, ptrdiff_t off)
 {
-	uintptr_t pos;
+	enum rsk_result r;
+	uintptr_t pos = 0; /* (0: clang-tidy misses the exits) */
 
 	RSK_INJECT_C(7);
-	RSK_PERCPU_CAS_UNGATED_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
-	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
-	*idx = rsk_percpu_pos_index_(pos);
-	return RSK_OK;
-cmpfail:
-	/* Held: the part to wait for is the one of the thread's index. */
-	*idx = (int)rsk_arch_area_u32(rsk_arch_area_of(off), l->index_offset_);
-	return RSK_CMPFAIL;
-noindex:
-	return RSK_NO_INDEX;
-aborted:
-	return RSK_ABORTED;
-stopped:
-	return RSK_STOPPED;
+	r = RSK_PERCPU_CAS_UNGATED_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
+	if (RSK_PERCPU_LIKELY(r == RSK_OK)) {
+		RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
+		*idx = rsk_percpu_pos_index_(pos);
+	}
+	return r;
 }
 
 /* Not API: rsk_spinlock_lock after a first attempt that returned `first`
@@ -119,7 +112,8 @@ int rsk_spinlock_unlock_slice_(struct rsk_spinlock *l, int cpu);
 RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	uintptr_t pos;
+	enum rsk_result r;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(l == NULL))
 		return -EINVAL;
@@ -129,23 +123,14 @@ RSK_PERCPU_INLINE int rsk_spinlock_lock(struct rsk_spinlock *l)
 	 * copy of this function.  Elsewhere this test is all. */
 	if (RSK_PERCPU_UNLIKELY(rsk_fast.lock_slow))
 		return rsk_spinlock_lock_slice_(l);
-	/* rsk_spinlock_try_()'s section, with each exit calling the slow path
-	 * itself: no result code is set up on the fast path. */
-	RSK_INJECT_C(7);
-	RSK_PERCPU_CAS_UNGATED_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
-	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
-	/* Nothing of the critical section may move above the commit that
-	 * took the lock. */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return rsk_percpu_pos_index_(pos);
-cmpfail:
-	return rsk_spinlock_slow_(l, RSK_CMPFAIL);
-noindex:
-	return rsk_spinlock_slow_(l, RSK_NO_INDEX);
-aborted:
-	return rsk_spinlock_slow_(l, RSK_ABORTED);
-stopped:
-	return rsk_spinlock_slow_(l, RSK_STOPPED);
+	r = rsk_spinlock_try_(l, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_OK)) {
+		/* Nothing of the critical section may move above the commit
+		 * that took the lock. */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		return idx;
+	}
+	return rsk_spinlock_slow_(l, r);
 }
 
 /*

@@ -77,43 +77,38 @@ int rsk_stack_slow_(struct rsk_stack *s, enum rsk_stack_op_ op, struct rsk_stack
 RSK_PERCPU_INLINE enum rsk_result rsk_stack_try_push_(struct rsk_stack *s,
 						   struct rsk_stack_node *node, int *idx, ptrdiff_t off)
 {
-	uintptr_t pos;
+	enum rsk_result r;
+	uintptr_t pos = 0; /* (0: clang-tidy misses the exits) */
 
 	RSK_INJECT_C(7);
 	RSK_INJECT_C(8);
 	/* node->next = the head, speculatively; the commit publishes it. */
-	RSK_PERCPU_PUSH_(s, struct rsk_stack, off, pos, head, node, offsetof(struct rsk_stack_node, next));
-	*idx = rsk_percpu_pos_index_(pos);
-	return RSK_OK;
-noindex:
-	return RSK_NO_INDEX;
-aborted:
-	return RSK_ABORTED;
-stopped:
-	return RSK_STOPPED;
+	r = RSK_PERCPU_PUSH_(s, struct rsk_stack, off, pos, head, node,
+			     offsetof(struct rsk_stack_node, next));
+	if (RSK_PERCPU_LIKELY(r == RSK_OK))
+		*idx = rsk_percpu_pos_index_(pos);
+	return r;
 }
 
 RSK_PERCPU_INLINE enum rsk_result rsk_stack_try_pop_(struct rsk_stack *s,
 						  struct rsk_stack_node **out, int *idx, ptrdiff_t off)
 {
-	uintptr_t pos;
-	intptr_t head;
+	enum rsk_result r;
+	uintptr_t pos = 0; /* (0: clang-tidy misses the exits) */
+	intptr_t head = 0;
 
 	RSK_INJECT_C(7);
 	RSK_INJECT_C(8);
-	RSK_PERCPU_POP_(s, struct rsk_stack, off, pos, head, head, offsetof(struct rsk_stack_node, next));
-	*idx = rsk_percpu_pos_index_(pos);
-	*out = (struct rsk_stack_node *)head;
-	return RSK_OK;
-cmpfail: /* the head was 0 */
-	*out = NULL;
-	return RSK_EMPTY;
-noindex:
-	return RSK_NO_INDEX;
-aborted:
-	return RSK_ABORTED;
-stopped:
-	return RSK_STOPPED;
+	r = RSK_PERCPU_POP_(s, struct rsk_stack, off, pos, head, head,
+			    offsetof(struct rsk_stack_node, next));
+	if (RSK_PERCPU_LIKELY(r == RSK_OK)) {
+		*idx = rsk_percpu_pos_index_(pos);
+		*out = (struct rsk_stack_node *)head;
+	} else if (r == RSK_CMPFAIL) { /* the head was 0 */
+		*out = NULL;
+		r = RSK_EMPTY;
+	}
+	return r;
 }
 
 RSK_PERCPU_INLINE enum rsk_result rsk_stack_try_pop_all_(struct rsk_stack *s,
@@ -159,24 +154,15 @@ RSK_PERCPU_INLINE enum rsk_result rsk_stack_try_pop_all_(struct rsk_stack *s,
 RSK_PERCPU_INLINE int rsk_stack_push(struct rsk_stack *s, struct rsk_stack_node *node)
 {
 	ptrdiff_t off = rsk_area_offset_();
-	uintptr_t pos;
+	enum rsk_result r;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || node == NULL))
 		return -EINVAL;
-	/* rsk_stack_try_push_()'s section; each exit calls the slow path. */
-	RSK_INJECT_C(7);
-	RSK_INJECT_C(8);
-	RSK_PERCPU_PUSH_(s, struct rsk_stack, off, pos, head, node, offsetof(struct rsk_stack_node, next));
-	return 0;
-noindex:
-	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_NO_INDEX);
-	/* Kept apart, as in rsk_counter_add(). */
-aborted:
-	__asm__ __volatile__("");
-	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_ABORTED);
-stopped:
-	__asm__ __volatile__("");
-	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, RSK_STOPPED);
+	r = rsk_stack_try_push_(s, node, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_OK))
+		return 0;
+	return rsk_stack_slow_(s, RSK_STACK_PUSH_, node, NULL, r);
 }
 
 /*
@@ -191,37 +177,24 @@ RSK_PERCPU_INLINE int rsk_stack_pop(struct rsk_stack *s, struct rsk_stack_node *
 {
 	ptrdiff_t off = rsk_area_offset_();
 	enum rsk_result r;
-	uintptr_t pos;
-	intptr_t head;
+	int idx;
 
 	if (RSK_PERCPU_UNLIKELY(s == NULL || out == NULL))
 		return -EINVAL;
-	/* rsk_stack_try_pop_()'s section; each exit calls the slow path. */
-	RSK_INJECT_C(7);
-	RSK_INJECT_C(8);
-	RSK_PERCPU_POP_(s, struct rsk_stack, off, pos, head, head, offsetof(struct rsk_stack_node, next));
-	*out = (struct rsk_stack_node *)head;
-	return 0;
-cmpfail: /* the head was 0 */
-	*out = NULL;
-	return -ENOENT;
-noindex:
-	r = RSK_NO_INDEX;
-	goto slow;
-aborted:
-	r = RSK_ABORTED;
-	goto slow;
-stopped:
-	r = RSK_STOPPED;
-slow: {
-	/* Through a local: out's target stays out of memory on the fast
-	 * path (its address does not escape to the call). */
-	struct rsk_stack_node *got;
-	int ret = rsk_stack_slow_(s, RSK_STACK_POP_, NULL, &got, r);
+	r = rsk_stack_try_pop_(s, out, &idx, off);
+	if (RSK_PERCPU_LIKELY(r == RSK_OK))
+		return 0;
+	if (r == RSK_EMPTY)
+		return -ENOENT;
+	{
+		/* Through a local: out's target stays out of memory on the
+		 * fast path (its address does not escape to the call). */
+		struct rsk_stack_node *got;
+		int ret = rsk_stack_slow_(s, RSK_STACK_POP_, NULL, &got, r);
 
-	*out = got;
-	return ret;
-}
+		*out = got;
+		return ret;
+	}
 }
 
 /*

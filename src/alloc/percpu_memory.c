@@ -785,13 +785,8 @@ static __attribute__((noinline)) int pcounter_slow_gated(struct rsk_mempool *p, 
 
 	if (!pool_alive(p) || ctr == NULL)
 		return -EINVAL;
-	while (ret == RSK_ABORTED) {
-#if RSK_INJECTING
-		rsk_inject_hook(0); /* an abort, for rseqkit-stress's counts */
-#endif
-		rsk_note_abort();
-		if (++aborts >= rsk_abort_limit())
-			break;
+	/* The framework's abort rule (an add never fails its compare). */
+	while (ret == RSK_ABORTED && !rsk_percpu_give_up(&aborts)) {
 		idx = rsk_index(p->mode);
 		if ((unsigned)idx >= (unsigned)p->nr)
 			break;

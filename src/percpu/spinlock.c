@@ -35,8 +35,16 @@ RSK_EXPORT int rsk_spinlock_destroy(struct rsk_spinlock *l)
 
 static enum rsk_result spinlock_attempt(void *s, void *arg, int *idx)
 {
+	ptrdiff_t off = rsk_area_offset_();
+	enum rsk_result r = rsk_spinlock_try_(s, idx, off);
+
 	(void)arg;
-	return rsk_spinlock_try_(s, idx, rsk_area_offset_());
+	/* Held: the part to wait for is the one of the thread's index (the
+	 * section compared that part's word). */
+	if (r == RSK_CMPFAIL)
+		*idx = (int)rsk_arch_area_u32(rsk_arch_area_of(off),
+					      ((struct rsk_spinlock *)s)->index_offset_);
+	return r;
 }
 
 /*
@@ -224,29 +232,15 @@ static int lock_sliced(struct rsk_spinlock *l)
 {
 	ptrdiff_t off = rsk_area_offset_();
 	rsk_slice_t slice = rsk_slice_begin();
-	uintptr_t pos;
 	enum rsk_result first;
 	int idx;
 
-	RSK_INJECT_C(7);
-	RSK_PERCPU_CAS_UNGATED_(l, struct rsk_spinlock, off, pos, locked, 0, 1);
-	RSK_SPINLOCK_TSAN_TAKEN_(l, pos);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	idx = rsk_percpu_pos_index_(pos);
-	l->part[idx].slice = slice;
-	return idx;
-cmpfail:
-	first = RSK_CMPFAIL;
-	goto slow;
-noindex:
-	first = RSK_NO_INDEX;
-	goto slow;
-aborted:
-	first = RSK_ABORTED;
-	goto slow;
-stopped:
-	first = RSK_STOPPED;
-slow:
+	first = rsk_spinlock_try_(l, &idx, off);
+	if (RSK_PERCPU_LIKELY(first == RSK_OK)) {
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		l->part[idx].slice = slice;
+		return idx;
+	}
 	rsk_slice_end(slice);
 	idx = rsk_spinlock_slow_(l, first);
 	if (idx >= 0)
