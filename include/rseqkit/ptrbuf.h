@@ -94,9 +94,9 @@ int rsk_ptrbuf_slow_(struct rsk_ptrbuf *b, enum rsk_ptrbuf_op_ op, void *ptr, vo
 /* The arch's stride part operations: the section reads the index, finds
  * the part (index * stride), checks the gate and the count itself, so
  * nothing is read before it but the buffer's constants.  With gcc only:
- * against the generic form (pop + push over the hand-written buffer) it
- * takes gcc 12 from 1.92x to 1.53x, but clang 14 spills around the
- * ten-register section and gets slower (2.16x against 1.98x).
+ * gcc 12's pop + push is faster this way than in the generic form, but
+ * clang 14 spills registers around the ten-register section and is
+ * slower (the yardstick's ptrbuf row measures either form).
  * RSK_PTRBUF_SECTION_ (Not API) says which form is in use. */
 #if defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(__clang__) && !defined(RSK_TSAN) && \
 	!defined(RSEQKIT_ANALYZER)
