@@ -67,36 +67,38 @@
 #define PAGE	  ((size_t)4096) /* the page map's granule, whatever the system page */
 #define PAGE_SHIFT 12
 
-/* The key (class + 1) of every size up to 1024 bytes: malloc's fast path
- * is one load from here. */
-#define KEY_MAX 1024
-static const uint8_t sc_key[KEY_MAX + 1] = {
-	[0 ... 16] = 1,
-	[17 ... 32] = 2,
-	[33 ... 48] = 3,
-	[49 ... 64] = 4,
-	[65 ... 80] = 5,
-	[81 ... 96] = 6,
-	[97 ... 112] = 7,
-	[113 ... 128] = 8,
-	[129 ... 160] = 9,
-	[161 ... 192] = 10,
-	[193 ... 224] = 11,
-	[225 ... 256] = 12,
-	[257 ... 320] = 13,
-	[321 ... 384] = 14,
-	[385 ... 448] = 15,
-	[449 ... 512] = 16,
-	[513 ... 640] = 17,
-	[641 ... 768] = 18,
-	[769 ... 896] = 19,
-	[897 ... 1024] = 20,
+/* KOFF(key) (the per-CPU caches below) of every size up to 1024 bytes,
+ * whose key is class + 1: malloc's fast path is one load from here. */
+#define KOFF_MAX 1024
+#define K(key)	 ((key) << 10) /* PART_SHIFT */
+static const uint16_t sc_koff[KOFF_MAX + 1] = {
+	[0 ... 16] = K(1),
+	[17 ... 32] = K(2),
+	[33 ... 48] = K(3),
+	[49 ... 64] = K(4),
+	[65 ... 80] = K(5),
+	[81 ... 96] = K(6),
+	[97 ... 112] = K(7),
+	[113 ... 128] = K(8),
+	[129 ... 160] = K(9),
+	[161 ... 192] = K(10),
+	[193 ... 224] = K(11),
+	[225 ... 256] = K(12),
+	[257 ... 320] = K(13),
+	[321 ... 384] = K(14),
+	[385 ... 448] = K(15),
+	[449 ... 512] = K(16),
+	[513 ... 640] = K(17),
+	[641 ... 768] = K(18),
+	[769 ... 896] = K(19),
+	[897 ... 1024] = K(20),
 };
+#undef K
 
 ALWAYS_INLINE unsigned size_class(size_t n)
 {
-	if (n <= KEY_MAX)
-		return (unsigned)sc_key[n] - 1;
+	if (n <= KOFF_MAX)
+		return (unsigned)(sc_koff[n] >> 10) - 1;
 	unsigned k = (unsigned)(63 - __builtin_clzll((unsigned long long)(n - 1)));
 	return 8 + (k - 7) * 4 + (unsigned)((n - 1) >> (k - 2)) - 4;
 }
@@ -242,10 +244,14 @@ static unsigned long last_release_ms;	 /* atomic: the last timed release */
  * header, then one cache per class at a fixed offset, in PART_BYTES: a
  * pool part (count, gate, CAP_MAX slots) and, in the last word, the
  * class's soft capacity on that CPU (0: not set yet).  A class is named
- * on the fast paths by its key, class + 1 (a table load from malloc's
- * size, the class map's byte in free), and fast.cache0[key] is where the
- * displacements KEY_*DISP of its cache on index 0 start: no pointer to
- * follow, and 0 where no section may run.  On x86-64 the fast path is one section (RSK_ARCH_REGION_POP and
+ * on the fast paths by its key, class + 1 (the class map's byte in free),
+ * or KOFF(key), key << PART_SHIFT (a table load from malloc's size):
+ * region + KOFF(key) is where the displacements KEY_*DISP of the cache
+ * start.  free() shifts the class map's byte rather than loading a
+ * table: the object's address, often from a malloc just before, is on
+ * the path to the cache's count, and a second dependent load there makes
+ * a malloc+free pair measurably slower.
+ * On x86-64 the fast path is one section (RSK_ARCH_REGION_POP and
  * _PUSH) that reads the index itself and compares the count with the
  * capacity inside; elsewhere rsk_percpu_enter_() reads the index and one
  * gated section compares what the C code read.  No pointer to a pool or
@@ -297,6 +303,8 @@ struct cpu_hdr {
 #define KEY_LDISP  (KEY_DISP + (long)LIM_OFF)
 #define KEY(c)	   ((c) + 1)
 #define KEY_CLASS(key) ((unsigned)(key) - 1)
+#define KOFF(key)  ((uintptr_t)(key) << PART_SHIFT)
+_Static_assert(PART_SHIFT == 10, "sc_koff's keys");
 _Static_assert(LIM_OFF + sizeof(uint32_t) <= PART_BYTES, "a class's cache fits its part");
 _Static_assert(HDR_BYTES + NCLASS * PART_BYTES <= CPU_BYTES, "a CPU's caches fit its region");
 
@@ -307,12 +315,11 @@ static uint32_t fast_ioff, fast_nr; /* the area field of the index, and cache_nr
 static enum rsk_index_mode fast_mode;
 static size_t init_bytes;	     /* the classes' starting capacities, in bytes */
 
-/* The fast paths' view: by key, where index 0's cache starts (0 while
- * every call takes the slow paths: not initialised, no rseq in the
- * process, check mode; always for key 0, "not a small object" in the
- * class map), rseqkit's area offset and the index field. */
+/* The fast paths' view, on one line: the regions' base (0 while every
+ * call takes the slow paths: not initialised, no rseq in the process,
+ * check mode), rseqkit's area offset and the index field. */
 static struct {
-	uintptr_t cache0[NCLASS + 1]; /* atomic: cache_base + (key << PART_SHIFT) (release), or 0 */
+	uintptr_t base; /* atomic: cache_base (release), or 0 */
 	ptrdiff_t off;
 	uint32_t ioff;
 } fast __attribute__((aligned(64)));
@@ -597,9 +604,8 @@ static void cache_init(void)
 	__atomic_store_n(&fast_nr, check_mode ? 0 : h.fast_nr_, __ATOMIC_RELEASE);
 	fast.off = rsk_area_offset_();
 	fast.ioff = h.index_offset_;
-	for (unsigned k = 1; k <= NCLASS && !check_mode && h.fast_nr_ != 0; k++)
-		__atomic_store_n(&fast.cache0[k], (uintptr_t)cache_base + ((uintptr_t)k << PART_SHIFT),
-				 __ATOMIC_RELEASE);
+	if (!check_mode && h.fast_nr_ != 0)
+		__atomic_store_n(&fast.base, (uintptr_t)cache_base, __ATOMIC_RELEASE);
 }
 
 static void tc_init(void);
@@ -1214,9 +1220,9 @@ static size_t check_block(unsigned c, void *p, const char *op)
 static NOINLINE void *large_alloc(size_t n, size_t align, int zero);
 
 /*
- * One attempt of the fast paths on the cache of key `key` (KEY(class)) of
- * the caller's index, cache_pop_() and cache_push_(): RSK_OK; RSK_NO_INDEX
- * when the thread cannot run a section here (or, for the push, key 0); RSK_EMPTY or RSK_FULL;
+ * One attempt of the fast paths on the cache KOFF(key) of the caller's
+ * index, cache_pop_() and cache_push_(): RSK_OK; RSK_NO_INDEX when the
+ * thread cannot run a section here; RSK_EMPTY or RSK_FULL;
  * RSK_ABORTED, or RSK_STOPPED (the cache's gate is closed, or, where the
  * section reads the index, the thread has none: settle_stop() tells them
  * apart off the fast path); where the C code reads the count before the
@@ -1224,8 +1230,8 @@ static NOINLINE void *large_alloc(size_t n, size_t align, int zero);
  * that whoever pops the object sees what its owner wrote.
  */
 #if defined(RSK_ARCH_HAS_REGION_OPS) && !defined(RSK_TSAN) && !defined(RSEQKIT_ANALYZER)
-/* The section reads the index; fast.cache0[key] is 0 where no call may
- * run it, and otherwise fast.off is not 0 (init_head gave a fast_nr). */
+/* The section reads the index; fast.base is 0 where no call may run it,
+ * and otherwise fast.off is not 0 (init_head gave a fast_nr). */
 #define MALLOC_SECTION 1
 
 /* A section's RSK_STOPPED: RSK_NO_INDEX where the thread has no index
@@ -1238,15 +1244,15 @@ static int settle_stop(int ret)
 	return ret;
 }
 
-ALWAYS_INLINE int cache_pop_(unsigned key, intptr_t *obj)
+ALWAYS_INLINE int cache_pop_(uintptr_t koff, intptr_t *obj)
 {
-	uintptr_t c0 = __atomic_load_n(&fast.cache0[key], __ATOMIC_ACQUIRE);
+	uintptr_t base = __atomic_load_n(&fast.base, __ATOMIC_ACQUIRE);
 	intptr_t o;
 
-	if (UNLIKELY(c0 == 0))
+	if (UNLIKELY(base == 0))
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
-	RSK_ARCH_REGION_POP(rsk_arch_area_of(fast.off), fast.ioff, c0, 0, CPU_SHIFT, KEY_CDISP,
+	RSK_ARCH_REGION_POP(rsk_arch_area_of(fast.off), fast.ioff, base, koff, CPU_SHIFT, KEY_CDISP,
 			    KEY_GDISP, KEY_SDISP, KEY_LDISP, o);
 	*obj = o;
 	return RSK_OK;
@@ -1258,14 +1264,14 @@ stopped:
 	return RSK_STOPPED;
 }
 
-ALWAYS_INLINE int cache_push_(unsigned key, void *obj)
+ALWAYS_INLINE int cache_push_(uintptr_t koff, void *obj)
 {
-	uintptr_t c0 = __atomic_load_n(&fast.cache0[key], __ATOMIC_ACQUIRE);
+	uintptr_t base = __atomic_load_n(&fast.base, __ATOMIC_ACQUIRE);
 
-	if (UNLIKELY(c0 == 0))
+	if (UNLIKELY(base == 0))
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
-	RSK_ARCH_REGION_PUSH(rsk_arch_area_of(fast.off), fast.ioff, c0, 0, CPU_SHIFT, KEY_CDISP,
+	RSK_ARCH_REGION_PUSH(rsk_arch_area_of(fast.off), fast.ioff, base, koff, CPU_SHIFT, KEY_CDISP,
 			     KEY_GDISP, KEY_SDISP, KEY_LDISP, obj);
 	return RSK_OK;
 cmpfail:
@@ -1283,9 +1289,9 @@ static int settle_stop(int ret)
 	return ret;
 }
 
-ALWAYS_INLINE int cache_pop_(unsigned key, intptr_t *obj)
+ALWAYS_INLINE int cache_pop_(uintptr_t koff, intptr_t *obj)
 {
-	unsigned c = KEY_CLASS(key);
+	unsigned c = KEY_CLASS(koff >> PART_SHIFT);
 	uint32_t ioff = fast_ioff, i, lim;
 	rsk_arch_area_t area;
 	struct rsk_pool_part *pt;
@@ -1307,16 +1313,15 @@ ALWAYS_INLINE int cache_pop_(unsigned key, intptr_t *obj)
 				   &pt->slot[count - 1], *obj, count - 1);
 }
 
-ALWAYS_INLINE int cache_push_(unsigned key, void *obj)
+ALWAYS_INLINE int cache_push_(uintptr_t koff, void *obj)
 {
-	unsigned c = KEY_CLASS(key);
+	unsigned c = KEY_CLASS(koff >> PART_SHIFT);
 	uint32_t ioff = fast_ioff, i, lim;
 	rsk_arch_area_t area;
 	struct rsk_pool_part *pt;
 	intptr_t count;
 
-	if (UNLIKELY(key == 0 ||
-		     !rsk_percpu_enter_(rsk_area_offset_(), ioff,
+	if (UNLIKELY(!rsk_percpu_enter_(rsk_area_offset_(), ioff,
 					__atomic_load_n(&fast_nr, __ATOMIC_ACQUIRE), &area, &i)))
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
@@ -1334,12 +1339,12 @@ ALWAYS_INLINE int cache_push_(unsigned key, void *obj)
 /* The attempts with RSK_NO_INDEX told apart: the slow paths' retries. */
 static int cache_try_pop(unsigned c, intptr_t *obj)
 {
-	return settle_stop(cache_pop_(KEY(c), obj));
+	return settle_stop(cache_pop_(KOFF(KEY(c)), obj));
 }
 
 static int cache_try_push(unsigned c, void *obj)
 {
-	return settle_stop(cache_push_(KEY(c), obj));
+	return settle_stop(cache_push_(KOFF(KEY(c)), obj));
 }
 
 /* Class c's object, the slow way: the pool made on first use, check mode,
@@ -1421,7 +1426,7 @@ static NOINLINE void *small_alloc_slow(size_t n, unsigned key, size_t align, int
 	return small_pool(c, n, align, ret);
 }
 
-/* malloc(n), n <= KEY_MAX, past its first attempt: the key again from n,
+/* malloc(n), n <= KOFF_MAX, past its first attempt: the key again from n,
  * so that the fast path keeps nothing but n for the call. */
 static NOINLINE void *malloc_slow(size_t n, int ret)
 {
@@ -1431,7 +1436,7 @@ static NOINLINE void *malloc_slow(size_t n, int ret)
 ALWAYS_INLINE void *small_alloc(unsigned key, size_t n, size_t align)
 {
 	intptr_t obj;
-	int ret = cache_pop_(key, &obj);
+	int ret = cache_pop_(KOFF(key), &obj);
 
 	if (LIKELY(ret == RSK_OK))
 		return (void *)obj;
@@ -1771,9 +1776,9 @@ static void large_free(void *p, uintptr_t e)
 
 ALWAYS_INLINE void *do_malloc(size_t n)
 {
-	if (LIKELY(n <= KEY_MAX)) {
+	if (LIKELY(n <= KOFF_MAX)) {
 		intptr_t obj;
-		int ret = cache_pop_(sc_key[n], &obj);
+		int ret = cache_pop_(sc_koff[n], &obj);
 		if (LIKELY(ret == RSK_OK))
 			return (void *)obj;
 		return malloc_slow(n, ret);
@@ -1840,7 +1845,7 @@ static NOINLINE void free_paged(void *p)
 
 	if (e & E_SMALL) {
 		unsigned key = KEY((unsigned)(e >> 2));
-		int ret = cache_push_(key, p);
+		int ret = cache_push_(KOFF(key), p);
 		if (ret != RSK_OK)
 			free_small_slow(p, key, ret);
 		return;
@@ -1850,17 +1855,11 @@ static NOINLINE void free_paged(void *p)
 	free_slow(p, e);
 }
 
-/* free() past the class map's attempt: a small object's slow path, or
- * (key 0) the page map.  The key again from the map, so that the fast
- * path keeps nothing but p for the call. */
+/* free() of a small object past the class map's attempt.  The key again
+ * from the map, so that the fast path keeps nothing but p for the call. */
 static NOINLINE void free_mapped_slow(void *p, int ret)
 {
-	unsigned key = __atomic_load_n(&cm_base[(uintptr_t)p >> CM_SHIFT], __ATOMIC_RELAXED);
-
-	if (key != 0)
-		free_small_slow(p, key, ret);
-	else
-		free_paged(p);
+	free_small_slow(p, __atomic_load_n(&cm_base[(uintptr_t)p >> CM_SHIFT], __ATOMIC_RELAXED), ret);
 }
 
 ALWAYS_INLINE void do_free(void *p)
@@ -1868,14 +1867,14 @@ ALWAYS_INLINE void do_free(void *p)
 	uintptr_t g = (uintptr_t)p >> CM_SHIFT;
 
 	if (LIKELY(g < __atomic_load_n(&cm_n, __ATOMIC_ACQUIRE))) {
-		/* The key, or 0: not a small object, for which the push
-		 * finds no cache (one test for both). */
 		unsigned b = __atomic_load_n(&cm_base[g], __ATOMIC_RELAXED);
-		int ret = cache_push_(b, p);
-		if (LIKELY(ret == RSK_OK))
+		if (LIKELY(b != 0)) {
+			int ret = cache_push_(KOFF(b), p);
+			if (LIKELY(ret == RSK_OK))
+				return;
+			free_mapped_slow(p, ret);
 			return;
-		free_mapped_slow(p, ret);
-		return;
+		}
 	}
 	free_paged(p);
 }

@@ -253,14 +253,16 @@
 	"movslq %%fs:(%[area], %[ioff]), %[p]\n\t"                             \
 	"shlq %[shift], %[p]\n\t"                                              \
 	"js %l[stopped]\n\t"                                                   \
-	"addq %[cache0], %[p]\n\t"                                             \
+	"addq %[base], %[p]\n\t"                                               \
+	"addq %[koff], %[p]\n\t"                                               \
 	"cmpq $0, %c[gdisp](%[p])\n\t"                                         \
 	"jnz %l[stopped]\n\t" RSK_INJECT_ASM(2)                                \
 	"movq %c[cdisp](%[p]), %[cnt]\n\t"
-/* cache0: base + koff, index 0's cache (the caller adds them, outside). */
+/* koff is added last: a free's koff depends on the object's address,
+ * which comes from a malloc just before; base and the index do not. */
 #define RSK_X64_REGION_IN(area_, ioff_, base_, koff_, shift_, cdisp_, gdisp_, sdisp_, ldisp_) \
-	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)),                     \
-		[cache0] "r"((uintptr_t)(base_) + (uintptr_t)(koff_)), [shift] "i"(shift_), \
+	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [base] "r"((uintptr_t)(base_)), \
+		[koff] "r"((uintptr_t)(koff_)), [shift] "i"(shift_),           \
 		[cdisp] "i"(cdisp_), [gdisp] "i"(gdisp_), [sdisp] "i"(sdisp_), [ldisp] "i"(ldisp_)
 
 #define RSK_ARCH_REGION_PUSH(area_, ioff_, base_, koff_, shift_, cdisp_, gdisp_, sdisp_, ldisp_, \
