@@ -20,11 +20,11 @@
  * unmapped.  Large blocks (above SMALL_MAX, or aligned beyond 4 KiB) are
  * mapped one by one; their first page's entry holds their page count.
  *
- * Hot path: malloc is a size-to-class computation, the loads of the
- * cache's count and capacity at addresses computed from the CPU index and
- * the class ("the per-CPU caches" below), and one inline section; free is
- * the page-map look-up (two loads) and the same.  No atomic instruction,
- * no call unless a cache is empty or full.
+ * Hot path: malloc is a table load (the class's key, up to 1 KiB) and one
+ * inline section that reads the CPU index, checks the cache's gate,
+ * compares its count with its capacity and pops ("the per-CPU caches"
+ * below); free is the class map's load and the same section's push.  No
+ * atomic instruction, no call unless a cache is empty or full.
  *
  * Nothing here calls malloc: metadata is mapped.  Calls made while the
  * first call is initialising (rseqkit's own initialisation may reach
@@ -67,21 +67,38 @@
 #define PAGE	  ((size_t)4096) /* the page map's granule, whatever the system page */
 #define PAGE_SHIFT 12
 
-/* Classes of 129 to 1024 bytes by (n + 15) / 16 - 9: a load, shorter than
- * the computation below on the way to the cache. */
-static const unsigned char sc_mid[56] = {
-	8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13,
-	14, 14, 14, 14, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16,
-	17, 17, 17, 17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18, 18,
-	19, 19, 19, 19, 19, 19, 19, 19,
+/* KOFF(key) (the per-CPU caches below) of every size up to 1024 bytes,
+ * whose key is class + 1: malloc's fast path is one load from here. */
+#define KOFF_MAX 1024
+#define K(key)	 ((key) << 10) /* PART_SHIFT */
+static const uint16_t sc_koff[KOFF_MAX + 1] = {
+	[0 ... 16] = K(1),
+	[17 ... 32] = K(2),
+	[33 ... 48] = K(3),
+	[49 ... 64] = K(4),
+	[65 ... 80] = K(5),
+	[81 ... 96] = K(6),
+	[97 ... 112] = K(7),
+	[113 ... 128] = K(8),
+	[129 ... 160] = K(9),
+	[161 ... 192] = K(10),
+	[193 ... 224] = K(11),
+	[225 ... 256] = K(12),
+	[257 ... 320] = K(13),
+	[321 ... 384] = K(14),
+	[385 ... 448] = K(15),
+	[449 ... 512] = K(16),
+	[513 ... 640] = K(17),
+	[641 ... 768] = K(18),
+	[769 ... 896] = K(19),
+	[897 ... 1024] = K(20),
 };
+#undef K
 
 ALWAYS_INLINE unsigned size_class(size_t n)
 {
-	if (n <= 128)
-		return n != 0 ? (unsigned)((n - 1) >> 4) : 0;
-	if (n <= 1024)
-		return sc_mid[((n + 15) >> 4) - 9];
+	if (n <= KOFF_MAX)
+		return (unsigned)(sc_koff[n] >> 10) - 1;
 	unsigned k = (unsigned)(63 - __builtin_clzll((unsigned long long)(n - 1)));
 	return 8 + (k - 7) * 4 + (unsigned)((n - 1) >> (k - 2)) - 4;
 }
@@ -224,11 +241,21 @@ static unsigned long last_release_ms;	 /* atomic: the last timed release */
 /* ---- the per-CPU caches ----
  *
  * One region per CPU (or mm_cid) holds the caches of every class: a
- * header with each class's soft capacity, then one cache per class (a
- * pool part: count, gate, CAP_MAX slots) at a fixed offset.  The fast
- * paths compute both addresses from the region's base, the index and the
- * class, and load the capacity and the count side by side: no pointer to
- * a pool or a part on the way to the section.  The pools
+ * header, then one cache per class at a fixed offset, in PART_BYTES: a
+ * pool part (count, gate, CAP_MAX slots) and, in the last word, the
+ * class's soft capacity on that CPU (0: not set yet).  A class is named
+ * on the fast paths by its key, class + 1 (the class map's byte in free),
+ * or KOFF(key), key << PART_SHIFT (a table load from malloc's size):
+ * region + KOFF(key) is where the displacements KEY_*DISP of the cache
+ * start.  free() shifts the class map's byte rather than loading a
+ * table: the object's address, often from a malloc just before, is on
+ * the path to the cache's count, and a second dependent load there makes
+ * a malloc+free pair measurably slower.
+ * On x86-64 the fast path is one section (RSK_ARCH_REGION_POP and
+ * _PUSH) that reads the index itself and compares the count with the
+ * capacity inside; elsewhere rsk_percpu_enter_() reads the index and one
+ * gated section compares what the C code read.  No pointer to a pool or
+ * a part on the way to the section.  The pools
  * (rsk_pool_set_parts_) keep their slow paths - refill, flush, gates,
  * fences, the depot - on the same memory.
  *
@@ -243,13 +270,13 @@ static unsigned long last_release_ms;	 /* atomic: the last timed release */
  * never hold more than CPU_BOUND bytes (but for the moment between a
  * shrink and its drain), and idle ones give their objects back.
  */
-#define CAP_MAX	   126
-#define PART_BYTES ((size_t)1024) /* count, gate, CAP_MAX slots */
+#define CAP_MAX	   125
+#define PART_SHIFT 10
+#define PART_BYTES ((size_t)1 << PART_SHIFT) /* count, gate, CAP_MAX slots, capacity */
 #define CPU_BOUND  ((size_t)3 << 20)
 #define LF_N	   2 /* large blocks in a CPU's front cache */
 
 struct cpu_hdr {
-	uint32_t lim[NCLASS];  /* soft capacity (objects); 0: not set yet */
 	size_t grown;	       /* atomic: bytes of capacity above the classes' start */
 	int used;	       /* a slow path has run on this index */
 	uint32_t miss[NCLASS] __attribute__((aligned(128))); /* empty or full */
@@ -266,9 +293,20 @@ struct cpu_hdr {
 #define HDR_BYTES ((sizeof(struct cpu_hdr) + 127) & ~(size_t)127)
 #define CPU_SHIFT 16
 #define CPU_BYTES ((size_t)1 << CPU_SHIFT)
+/* The capacity word after the slots; the displacements of a cache's
+ * fields from region + (key << PART_SHIFT). */
+#define LIM_OFF	   (offsetof(struct rsk_pool_part, slot) + CAP_MAX * sizeof(intptr_t))
+#define KEY_DISP   ((long)HDR_BYTES - (long)PART_BYTES)
+#define KEY_CDISP  (KEY_DISP + (long)offsetof(struct rsk_pool_part, count))
+#define KEY_GDISP  (KEY_DISP + (long)offsetof(struct rsk_pool_part, gate))
+#define KEY_SDISP  (KEY_DISP + (long)offsetof(struct rsk_pool_part, slot))
+#define KEY_LDISP  (KEY_DISP + (long)LIM_OFF)
+#define KEY(c)	   ((c) + 1)
+#define KEY_CLASS(key) ((unsigned)(key) - 1)
+#define KOFF(key)  ((uintptr_t)(key) << PART_SHIFT)
+_Static_assert(PART_SHIFT == 10, "sc_koff's keys");
+_Static_assert(LIM_OFF + sizeof(uint32_t) <= PART_BYTES, "a class's cache fits its part");
 _Static_assert(HDR_BYTES + NCLASS * PART_BYTES <= CPU_BYTES, "a CPU's caches fit its region");
-_Static_assert(offsetof(struct rsk_pool_part, slot) + CAP_MAX * sizeof(intptr_t) <= PART_BYTES,
-	       "a class's cache fits its part");
 
 static char *cache_base;	     /* cache_nr regions of CPU_BYTES; NULL: none */
 static int cache_nr;
@@ -276,6 +314,15 @@ static uint32_t fast_ioff, fast_nr; /* the area field of the index, and cache_nr
 				       0 (no rseq, check mode): the fast paths' */
 static enum rsk_index_mode fast_mode;
 static size_t init_bytes;	     /* the classes' starting capacities, in bytes */
+
+/* The fast paths' view, on one line: the regions' base (0 while every
+ * call takes the slow paths: not initialised, no rseq in the process,
+ * check mode), rseqkit's area offset and the index field. */
+static struct {
+	uintptr_t base; /* atomic: cache_base (release), or 0 */
+	ptrdiff_t off;
+	uint32_t ioff;
+} fast __attribute__((aligned(64)));
 
 ALWAYS_INLINE struct cpu_hdr *hdr_of(uint32_t i)
 {
@@ -286,6 +333,12 @@ ALWAYS_INLINE struct rsk_pool_part *part_of(uint32_t i, unsigned c)
 {
 	return (struct rsk_pool_part *)(void *)(cache_base + ((size_t)i << CPU_SHIFT) + HDR_BYTES +
 						(size_t)c * PART_BYTES);
+}
+
+/* Class c's soft capacity on index i. */
+ALWAYS_INLINE uint32_t *lim_of(uint32_t i, unsigned c)
+{
+	return (uint32_t *)(void *)((char *)part_of(i, c) + LIM_OFF);
 }
 
 /* Initialisation: 0 not started, 1 running (init_tid), 2 done. */
@@ -549,6 +602,10 @@ static void cache_init(void)
 	fast_ioff = h.index_offset_;
 	/* Check mode: every call goes to the slow paths, which check. */
 	__atomic_store_n(&fast_nr, check_mode ? 0 : h.fast_nr_, __ATOMIC_RELEASE);
+	fast.off = rsk_area_offset_();
+	fast.ioff = h.index_offset_;
+	if (!check_mode && h.fast_nr_ != 0)
+		__atomic_store_n(&fast.base, (uintptr_t)cache_base, __ATOMIC_RELEASE);
 }
 
 static void tc_init(void);
@@ -647,13 +704,13 @@ static NOINLINE void cache_miss(unsigned c, int freeing)
 		return;
 	idx = rsk_percpu_slow_index(fast_mode, cache_nr);
 	h = hdr_of((uint32_t)idx);
-	lim = __atomic_load_n(&h->lim[c], __ATOMIC_RELAXED);
+	lim = __atomic_load_n(lim_of((uint32_t)idx, c), __ATOMIC_RELAXED);
 	if (lim == 0) {
 		uint32_t zero = 0;
 		if (!__atomic_load_n(&h->used, __ATOMIC_RELAXED))
 			__atomic_store_n(&h->used, 1, __ATOMIC_RELAXED);
-		__atomic_compare_exchange_n(&h->lim[c], &zero, start_capacity(c), 0, __ATOMIC_RELAXED,
-					    __ATOMIC_RELAXED);
+		__atomic_compare_exchange_n(lim_of((uint32_t)idx, c), &zero, start_capacity(c), 0,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 		return;
 	}
 	count = __atomic_load_n(&part_of((uint32_t)idx, c)->count, __ATOMIC_RELAXED);
@@ -670,7 +727,8 @@ static NOINLINE void cache_miss(unsigned c, int freeing)
 			return;
 	while (!__atomic_compare_exchange_n(&h->grown, &grown, grown + add, 0, __ATOMIC_RELAXED,
 					    __ATOMIC_RELAXED));
-	if (!__atomic_compare_exchange_n(&h->lim[c], &lim, nl, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+	if (!__atomic_compare_exchange_n(lim_of((uint32_t)idx, c), &lim, nl, 0, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
 		__atomic_sub_fetch(&h->grown, add, __ATOMIC_RELAXED);
 }
 
@@ -686,7 +744,7 @@ static void cache_shrink(int all)
 		if (!__atomic_load_n(&h->used, __ATOMIC_RELAXED))
 			continue;
 		for (unsigned c = 0; c < NCLASS; c++) {
-			uint32_t lim = __atomic_load_n(&h->lim[c], __ATOMIC_RELAXED), nl;
+			uint32_t lim = __atomic_load_n(lim_of((uint32_t)i, c), __ATOMIC_RELAXED), nl;
 			uint32_t m = __atomic_load_n(&h->miss[c], __ATOMIC_RELAXED), start = start_capacity(c);
 			struct rsk_pool *p = __atomic_load_n(&pools[c], __ATOMIC_ACQUIRE);
 			int quiet = m == __atomic_load_n(&h->seen[c], __ATOMIC_RELAXED);
@@ -695,8 +753,8 @@ static void cache_shrink(int all)
 			if (lim <= start || (!quiet && !all))
 				continue;
 			nl = all ? start : lim / 2 > start ? lim / 2 : start;
-			if (!__atomic_compare_exchange_n(&h->lim[c], &lim, nl, 0, __ATOMIC_RELAXED,
-							 __ATOMIC_RELAXED))
+			if (!__atomic_compare_exchange_n(lim_of((uint32_t)i, c), &lim, nl, 0,
+							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 				continue; /* it grew meanwhile: busy */
 			__atomic_sub_fetch(&h->grown, (size_t)(lim - nl) * class_size(c), __ATOMIC_RELAXED);
 			if (p != NULL && __atomic_load_n(&part_of((uint32_t)i, c)->count, __ATOMIC_RELAXED) >
@@ -735,8 +793,8 @@ static NOINLINE struct rsk_pool *make_pool(unsigned c)
 		if (err == 0) {
 			rsk_pool_set_slab_hook_(p, slab_hook, (void *)(uintptr_t)c);
 			if (cache_base != NULL)
-				rsk_pool_set_parts_(p, (char *)part_of(0, c), CPU_BYTES,
-						    &hdr_of(0)->lim[c], CPU_BYTES / sizeof(uint32_t));
+				rsk_pool_set_parts_(p, (char *)part_of(0, c), CPU_BYTES, lim_of(0, c),
+						    CPU_BYTES / sizeof(uint32_t));
 			__atomic_store_n(&pools[c], p, __ATOMIC_RELEASE);
 		} else {
 			p = NULL;
@@ -1163,16 +1221,78 @@ static size_t check_block(unsigned c, void *p, const char *op)
 static NOINLINE void *large_alloc(size_t n, size_t align, int zero);
 
 /*
- * One attempt of the fast paths on class c's cache of the caller's index:
- * RSK_OK; RSK_NO_INDEX when the thread cannot run a section here;
- * RSK_EMPTY or RSK_FULL; or the section's own RSK_CMPFAIL, RSK_ABORTED or
- * RSK_STOPPED (the cache's gate is closed).
- * The pop compares the slot it read as well as the count (another thread
- * on the CPU may have popped and pushed in between); the push commits with
- * release, so that whoever pops the object sees what its owner wrote.
+ * One attempt of the fast paths on the cache KOFF(key) of the caller's
+ * index, cache_pop_() and cache_push_(): RSK_OK; RSK_NO_INDEX when the
+ * thread cannot run a section here; RSK_EMPTY or RSK_FULL;
+ * RSK_ABORTED, or RSK_STOPPED (the cache's gate is closed, or, where the
+ * section reads the index, the thread has none: settle_stop() tells them
+ * apart off the fast path); where the C code reads the count before the
+ * section, RSK_CMPFAIL (it changed).  The push commits with release, so
+ * that whoever pops the object sees what its owner wrote.
  */
-ALWAYS_INLINE int cache_try_pop(unsigned c, intptr_t *obj)
+#if defined(RSK_ARCH_HAS_REGION_OPS) && !defined(RSK_TSAN) && !defined(RSEQKIT_ANALYZER)
+/* The section reads the index; fast.base is 0 where no call may run it,
+ * and otherwise fast.off is not 0 (init_head gave a fast_nr). */
+#define MALLOC_SECTION 1
+
+/* A section's RSK_STOPPED: RSK_NO_INDEX where the thread has no index
+ * (not registered: -1 or -2), else the cache's gate is closed. */
+static int settle_stop(int ret)
 {
+	if (ret == RSK_STOPPED &&
+	    (int32_t)rsk_arch_area_u32(rsk_arch_area_of(fast.off), fast.ioff) < 0)
+		return RSK_NO_INDEX;
+	return ret;
+}
+
+ALWAYS_INLINE int cache_pop_(uintptr_t koff, intptr_t *obj)
+{
+	uintptr_t base = __atomic_load_n(&fast.base, __ATOMIC_ACQUIRE);
+	intptr_t o;
+
+	if (UNLIKELY(base == 0))
+		return RSK_NO_INDEX;
+	RSK_INJECT_C(7);
+	RSK_ARCH_REGION_POP(rsk_arch_area_of(fast.off), fast.ioff, base, koff, CPU_SHIFT, KEY_CDISP,
+			    KEY_GDISP, KEY_SDISP, KEY_LDISP, o);
+	*obj = o;
+	return RSK_OK;
+cmpfail:
+	return RSK_EMPTY; /* (or above a capacity that shrank): refill */
+aborted:
+	return RSK_ABORTED;
+stopped:
+	return RSK_STOPPED;
+}
+
+ALWAYS_INLINE int cache_push_(uintptr_t koff, void *obj)
+{
+	uintptr_t base = __atomic_load_n(&fast.base, __ATOMIC_ACQUIRE);
+
+	if (UNLIKELY(base == 0))
+		return RSK_NO_INDEX;
+	RSK_INJECT_C(7);
+	RSK_ARCH_REGION_PUSH(rsk_arch_area_of(fast.off), fast.ioff, base, koff, CPU_SHIFT, KEY_CDISP,
+			     KEY_GDISP, KEY_SDISP, KEY_LDISP, obj);
+	return RSK_OK;
+cmpfail:
+	return RSK_FULL; /* flush */
+aborted:
+	return RSK_ABORTED;
+stopped:
+	return RSK_STOPPED;
+}
+#else
+/* The pop compares the slot it read as well as the count (another thread
+ * on the CPU may have popped and pushed in between). */
+static int settle_stop(int ret)
+{
+	return ret;
+}
+
+ALWAYS_INLINE int cache_pop_(uintptr_t koff, intptr_t *obj)
+{
+	unsigned c = KEY_CLASS(koff >> PART_SHIFT);
 	uint32_t ioff = fast_ioff, i, lim;
 	rsk_arch_area_t area;
 	struct rsk_pool_part *pt;
@@ -1183,7 +1303,7 @@ ALWAYS_INLINE int cache_try_pop(unsigned c, intptr_t *obj)
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
 	pt = part_of(i, c);
-	lim = __atomic_load_n(&hdr_of(i)->lim[c], __ATOMIC_RELAXED);
+	lim = __atomic_load_n(lim_of(i, c), __ATOMIC_RELAXED);
 	count = __atomic_load_n(&pt->count, __ATOMIC_RELAXED);
 	if (UNLIKELY((uintptr_t)(count - 1) >= (uintptr_t)lim))
 		return RSK_EMPTY; /* (or above a capacity that shrank): refill */
@@ -1194,8 +1314,9 @@ ALWAYS_INLINE int cache_try_pop(unsigned c, intptr_t *obj)
 				   &pt->slot[count - 1], *obj, count - 1);
 }
 
-ALWAYS_INLINE int cache_try_push(unsigned c, void *obj)
+ALWAYS_INLINE int cache_push_(uintptr_t koff, void *obj)
 {
+	unsigned c = KEY_CLASS(koff >> PART_SHIFT);
 	uint32_t ioff = fast_ioff, i, lim;
 	rsk_arch_area_t area;
 	struct rsk_pool_part *pt;
@@ -1206,13 +1327,25 @@ ALWAYS_INLINE int cache_try_push(unsigned c, void *obj)
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
 	pt = part_of(i, c);
-	lim = __atomic_load_n(&hdr_of(i)->lim[c], __ATOMIC_RELAXED);
+	lim = __atomic_load_n(lim_of(i, c), __ATOMIC_RELAXED);
 	count = __atomic_load_n(&pt->count, __ATOMIC_RELAXED);
 	if (UNLIKELY((uintptr_t)count >= (uintptr_t)lim))
 		return RSK_FULL; /* flush */
 	RSK_INJECT_C(8);
 	return (int)RSK_PERCPU_OP_(cmpstorestore_release, ioff, area, i, &pt->gate, &pt->count,
 				   count, &pt->slot[count], (intptr_t)obj, count + 1);
+}
+#endif
+
+/* The attempts with RSK_NO_INDEX told apart: the slow paths' retries. */
+static int cache_try_pop(unsigned c, intptr_t *obj)
+{
+	return settle_stop(cache_pop_(KOFF(KEY(c)), obj));
+}
+
+static int cache_try_push(unsigned c, void *obj)
+{
+	return settle_stop(cache_push_(KOFF(KEY(c)), obj));
 }
 
 /* Class c's object, the slow way: the pool made on first use, check mode,
@@ -1277,22 +1410,38 @@ static NOINLINE void *small_pool(unsigned c, size_t n, size_t align, int ret)
 	return obj;
 }
 
-/* Where the attempt found no index, the thread's cache comes first (a
- * thread cache exists only once the allocator is initialised, and never
- * in check mode). */
-ALWAYS_INLINE void *small_alloc(unsigned c, size_t n, size_t align)
+/* malloc past its first attempt (ret): where it found no index, the
+ * thread's cache comes first (a thread cache exists only once the
+ * allocator is initialised, and never in check mode).  Out of line, so
+ * that the fast path saves no register and ends in a tail call. */
+static NOINLINE void *small_alloc_slow(size_t n, unsigned key, size_t align, int ret)
 {
-	intptr_t obj;
-	int ret = cache_try_pop(c, &obj);
+	unsigned c = KEY_CLASS(key);
 
-	if (LIKELY(ret == RSK_OK))
-		return (void *)obj;
+	ret = settle_stop(ret);
 	if (ret == RSK_NO_INDEX && c < TC_NCLASS) {
 		void *o = tc_pop(c);
 		if (LIKELY(o != NULL))
 			return o;
 	}
 	return small_pool(c, n, align, ret);
+}
+
+/* malloc(n), n <= KOFF_MAX, past its first attempt: the key again from n,
+ * so that the fast path keeps nothing but n for the call. */
+static NOINLINE void *malloc_slow(size_t n, int ret)
+{
+	return small_alloc_slow(n, KEY(size_class(n)), 16, ret);
+}
+
+ALWAYS_INLINE void *small_alloc(unsigned key, size_t n, size_t align)
+{
+	intptr_t obj;
+	int ret = cache_pop_(KOFF(key), &obj);
+
+	if (LIKELY(ret == RSK_OK))
+		return (void *)obj;
+	return small_alloc_slow(n, key, align, ret);
 }
 
 /* ---- large blocks: mapped one by one ----
@@ -1628,10 +1777,15 @@ static void large_free(void *p, uintptr_t e)
 
 ALWAYS_INLINE void *do_malloc(size_t n)
 {
-	if (LIKELY(n <= SMALL_MAX)) {
-		unsigned c = size_class(n);
-		return small_alloc(c, n, 16);
+	if (LIKELY(n <= KOFF_MAX)) {
+		intptr_t obj;
+		int ret = cache_pop_(sc_koff[n], &obj);
+		if (LIKELY(ret == RSK_OK))
+			return (void *)obj;
+		return malloc_slow(n, ret);
 	}
+	if (LIKELY(n <= SMALL_MAX))
+		return small_alloc(KEY(size_class(n)), n, 16);
 	return large_alloc(n, 0, 0);
 }
 
@@ -1660,10 +1814,13 @@ static NOINLINE void free_small_pool(void *p, unsigned c, int ret)
 	rsk_pool_free_slow_(pl, p, settled(ret, RSK_FULL));
 }
 
-/* free() of a small object of class c whose attempt failed (ret): where
+/* free() of a small object of key `key` whose attempt failed (ret): where
  * it found no index, the thread's cache first (none in check mode). */
-ALWAYS_INLINE void free_small_slow(void *p, unsigned c, int ret)
+static NOINLINE void free_small_slow(void *p, unsigned key, int ret)
 {
+	unsigned c = KEY_CLASS(key);
+
+	ret = settle_stop(ret);
 	if (ret == RSK_NO_INDEX && c < TC_NCLASS && tc_push(c, p))
 		return;
 	free_small_pool(p, c, ret);
@@ -1688,15 +1845,22 @@ static NOINLINE void free_paged(void *p)
 	uintptr_t e = pm_get(p);
 
 	if (e & E_SMALL) {
-		unsigned c = (unsigned)(e >> 2);
-		int ret = cache_try_push(c, p);
+		unsigned key = KEY((unsigned)(e >> 2));
+		int ret = cache_push_(KOFF(key), p);
 		if (ret != RSK_OK)
-			free_small_slow(p, c, ret);
+			free_small_slow(p, key, ret);
 		return;
 	}
 	if (p == NULL)
 		return;
 	free_slow(p, e);
+}
+
+/* free() of a small object past the class map's attempt.  The key again
+ * from the map, so that the fast path keeps nothing but p for the call. */
+static NOINLINE void free_mapped_slow(void *p, int ret)
+{
+	free_small_slow(p, __atomic_load_n(&cm_base[(uintptr_t)p >> CM_SHIFT], __ATOMIC_RELAXED), ret);
 }
 
 ALWAYS_INLINE void do_free(void *p)
@@ -1706,10 +1870,10 @@ ALWAYS_INLINE void do_free(void *p)
 	if (LIKELY(g < __atomic_load_n(&cm_n, __ATOMIC_ACQUIRE))) {
 		unsigned b = __atomic_load_n(&cm_base[g], __ATOMIC_RELAXED);
 		if (LIKELY(b != 0)) {
-			int ret = cache_try_push(b - 1, p);
+			int ret = cache_push_(KOFF(b), p);
 			if (LIKELY(ret == RSK_OK))
 				return;
-			free_small_slow(p, b - 1, ret);
+			free_mapped_slow(p, ret);
 			return;
 		}
 	}
@@ -1824,7 +1988,7 @@ static void *do_aligned(size_t align, size_t n)
 			s = align;
 		s = (size_t)1 << (64 - __builtin_clzll((unsigned long long)(s - 1)));
 		if (s <= SMALL_MAX)
-			return small_alloc(size_class(s), n, align);
+			return small_alloc(KEY(size_class(s)), n, align);
 	}
 	return large_alloc(n, align, 0);
 }
@@ -1912,7 +2076,7 @@ static size_t cpu_cached(int i, size_t *cap)
 		return 0;
 	for (unsigned c = 0; c < NCLASS; c++) {
 		size_t sz = class_size(c);
-		*cap += (size_t)__atomic_load_n(&h->lim[c], __ATOMIC_RELAXED) * sz;
+		*cap += (size_t)__atomic_load_n(lim_of((uint32_t)i, c), __ATOMIC_RELAXED) * sz;
 		bytes += (size_t)__atomic_load_n(&part_of((uint32_t)i, c)->count, __ATOMIC_RELAXED) * sz;
 	}
 	return bytes;
@@ -1945,7 +2109,7 @@ static void stats_fill(struct rsk_malloc_stats *st)
 			continue;
 		st->metadata += CPU_BYTES;
 		for (unsigned c = 0; c < NCLASS; c++)
-			st->caches += __atomic_load_n(&hdr_of((uint32_t)i)->lim[c], __ATOMIC_RELAXED) != 0;
+			st->caches += __atomic_load_n(lim_of((uint32_t)i, c), __ATOMIC_RELAXED) != 0;
 		if (bytes > st->cpu_cached_max)
 			st->cpu_cached_max = bytes;
 		if (cap > st->cpu_capacity_max)

@@ -224,4 +224,74 @@
 			      [next] "i"(next_)),                               \
 			     ("memory", "cc"), cmpfail, aborted, stopped)
 
+/*
+ * Region caches (optional in the contract: RSK_ARCH_HAS_REGION_OPS), for
+ * one region of 1 << SHIFT bytes per index at `base`, holding a cache at
+ * the same place in each: at cache = base + (index << SHIFT) + koff (koff
+ * a register, the caller's choice of cache; the displacements below are
+ * from there) a count (CDISP, a word), a gate (GDISP), slots (from
+ * SDISP) and a 32-bit capacity (LDISP) that may change at any time.  The
+ * section reads the index as a signed 32-bit value, leaves through
+ * `stopped` if it is negative (the shift keeps the sign: no guard region
+ * is needed) or the gate is not 0, and compares the count with the
+ * capacity it reads inside: the push leaves through `cmpfail` if count >=
+ * capacity, the pop if count - 1 >= capacity (unsigned: empty, or above a
+ * capacity that shrank); otherwise the push stores ptr in slot count and
+ * commits count + 1, the pop loads slot count - 1 and commits count - 1.
+ * The count is compared in its low 32 bits: it is in [0, capacity], below
+ * 2^31.  Neither the index nor koff is compared with a bound: a
+ * registered thread's index is below nr_cpu_ids, which the caller's
+ * regions cover.  No index is returned and there is no "memory" clobber,
+ * as for the counted arrays: the push is preceded by a compiler barrier
+ * (release on x86-64), and what a pop's caller reads through the word
+ * depends on it.
+ */
+#define RSK_ARCH_HAS_REGION_OPS 1
+#define RSK_X64_REGION_ENTER                                                   \
+	RSK_ASM_EXIT("cmpfail")                                                \
+	RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) \
+	"movslq %%fs:(%[area], %[ioff]), %[p]\n\t"                             \
+	"shlq %[shift], %[p]\n\t"                                              \
+	"js %l[stopped]\n\t"                                                   \
+	"addq %[base], %[p]\n\t"                                               \
+	"addq %[koff], %[p]\n\t"                                               \
+	"cmpq $0, %c[gdisp](%[p])\n\t"                                         \
+	"jnz %l[stopped]\n\t" RSK_INJECT_ASM(2)                                \
+	"movq %c[cdisp](%[p]), %[cnt]\n\t"
+/* koff is added last: a free's koff depends on the object's address,
+ * which comes from a malloc just before; base and the index do not. */
+#define RSK_X64_REGION_IN(area_, ioff_, base_, koff_, shift_, cdisp_, gdisp_, sdisp_, ldisp_) \
+	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [base] "r"((uintptr_t)(base_)), \
+		[koff] "r"((uintptr_t)(koff_)), [shift] "i"(shift_),           \
+		[cdisp] "i"(cdisp_), [gdisp] "i"(gdisp_), [sdisp] "i"(sdisp_), [ldisp] "i"(ldisp_)
+
+#define RSK_ARCH_REGION_PUSH(area_, ioff_, base_, koff_, shift_, cdisp_, gdisp_, sdisp_, ldisp_, \
+			     ptr_)                                             \
+	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_;                        \
+			     RSK_X64_BARRIER() /* release: what ptr_ points to first */, \
+			     RSK_X64_REGION_ENTER,                              \
+			     "cmpl %c[ldisp](%[p]), %k[cnt]\n\t"                \
+			     "jae %l[cmpfail]\n\t"                              \
+			     "movq %[ptr], %c[sdisp](%[p], %[cnt], 8)\n\t"      \
+			     "incq %[cnt]\n\t" RSK_INJECT_ASM(3)                \
+			     "movq %[cnt], %c[cdisp](%[p])\n",                  \
+			     (, [p] "=&r"(p_), [cnt] "=&r"(cnt_)),              \
+			     (RSK_X64_REGION_IN(area_, ioff_, base_, koff_, shift_, cdisp_, gdisp_, \
+						sdisp_, ldisp_),                \
+			      [ptr] "r"(ptr_)),                                 \
+			     ("cc"), cmpfail, aborted, stopped)
+
+#define RSK_ARCH_REGION_POP(area_, ioff_, base_, koff_, shift_, cdisp_, gdisp_, sdisp_, ldisp_, \
+			    out_)                                              \
+	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_, RSK_X64_REGION_ENTER,  \
+			     "decq %[cnt]\n\t"                                  \
+			     "cmpl %c[ldisp](%[p]), %k[cnt]\n\t"                \
+			     "jae %l[cmpfail]\n\t"                              \
+			     "movq %c[sdisp](%[p], %[cnt], 8), %[out]\n\t" RSK_INJECT_ASM(3) \
+			     "movq %[cnt], %c[cdisp](%[p])\n",                  \
+			     (, [p] "=&r"(p_), [cnt] "=&r"(cnt_), [out] "=&r"(out_)), \
+			     (RSK_X64_REGION_IN(area_, ioff_, base_, koff_, shift_, cdisp_, gdisp_, \
+						sdisp_, ldisp_)),               \
+			     ("cc"), cmpfail, aborted, stopped)
+
 #endif /* RSEQKIT_ARCH_X86_64_PARTS_H */
