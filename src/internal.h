@@ -173,7 +173,9 @@ static inline int rsk_percpu_give_up(unsigned *aborts)
 }
 
 /*
- * The retry rule of every rsk_<name>_slow_(): after an attempt of a fast
+ * The retry rule of rsk_percpu_retry_(), for code that retries sections
+ * of its own outside the framework (rseqkit-malloc's thread caches,
+ * src/malloc/): after an attempt of a fast
  * path returned `ret`, whether to run the section again - after
  * RSK_CMPFAIL (the part changed under it; also what a caller passes when
  * it made no attempt yet), and after RSK_ABORTED until the abort limit.
@@ -272,6 +274,17 @@ struct rsk_percpu_kind {
 	 * another CPU's part: RSK_EMPTY or RSK_FULL end the operation
 	 * there (it was so when looked at), without a gate or a fence. */
 	enum rsk_result (*peek)(const void *s, int idx, const void *arg);
+	/* NULL, or the slow phase of a structure whose slow work may not be
+	 * done under a gate (the object pool: its depot lock, mmap, other
+	 * parts' caches), in place of the gate phase: after the retries
+	 * end (RSK_STOPPED, the abort limit, an RSK_NO_INDEX registration
+	 * did not cure, RSK_NO_PART, and RSK_EMPTY or RSK_FULL, which then
+	 * do not end the operation), called with no gate held, once, on
+	 * part idx (rsk_percpu_slow_index(), counted as a slow path).  It
+	 * takes the gates and locks it needs itself, and returns what the
+	 * slow path returns: >= 0 or a negative errno.  `locked` and `gate`
+	 * are then not used by the framework (gate NULL). */
+	int (*outside)(void *s, void *arg, int idx);
 };
 
 /*
@@ -279,8 +292,9 @@ struct rsk_percpu_kind {
  * after a first attempt that returned `first`, the retries (after
  * RSK_CMPFAIL, and after RSK_ABORTED until the abort limit), the
  * lazy registration of the thread (after RSK_NO_INDEX), then the
- * operation under a part's gate.  Returns the index of the part used, or
- * -ENOENT, -ENOSPC, -EINVAL (a destroyed structure), or the gate's error.
+ * operation under a part's gate (or the kind's `outside` phase).  Returns
+ * the index of the part used, or -ENOENT, -ENOSPC, -EINVAL (a destroyed
+ * structure), or the gate's error (with `outside`: what it returns).
  */
 int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum rsk_result first);
 /* The error of an operation that ended with r (not RSK_OK). */

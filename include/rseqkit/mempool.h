@@ -193,11 +193,9 @@ struct rsk_mempool_stats {
 
 /* The public head of a pool; the rest is private. */
 struct rsk_mempool {
-	enum rsk_index_mode mode; /* read-only: the mode in effect */
-	int nr;			  /* read-only: copies per object */
+	RSK_PERCPU_HEAD;	  /* mode, nr (copies per object): read-only */
 	intptr_t *gate;		  /* read-only: copy 0 of the pool's gate word */
 	size_t size;		  /* read-only: object size */
-	uint32_t index_offset_;	  /* Not API: the area field of mode's index */
 	uint32_t robust_;	  /* Not API: RSK_MEMPOOL_ROBUST (rsk_pcounter_add) */
 };
 

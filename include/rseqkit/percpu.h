@@ -154,8 +154,9 @@ extern "C" {
  * structures find before or instead of a section. */
 
 /*
- * The header every structure starts with.  `mode` and `nr` are read-only
- * API; the rest is the fast path's and the slow path's.
+ * The header every structure starts with (those above, and struct
+ * rsk_mempool, whose parts are the copies of its objects).  `mode` and
+ * `nr` are read-only API; the rest is the fast path's and the slow path's.
  */
 #define RSK_PERCPU_HEAD                                                        \
 	enum rsk_index_mode mode; /* read-only: the mode in effect */          \

@@ -1538,25 +1538,46 @@ static inline __attribute__((always_inline)) int free_plain(struct pool_impl *pi
 	return 1;
 }
 
-/* rsk_pool_alloc_slow_() past the plain first try. */
-static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, enum rsk_result ret)
-{
-	struct pool_impl *pi = impl(p);
-	unsigned aborts = 0;
-	intptr_t fast, obj;
-	int idx, err;
+/*
+ * The slow paths on the framework (rsk_percpu_slow()): its retries of the
+ * fast path's attempt, the registration of a new thread, then, in place
+ * of a gate phase, the pool's own (the kind's `outside`): the cache under
+ * its gate, and the depot, its lock and mmap with every gate open.  An
+ * operation's object travels in its struct pool_op.
+ */
+struct pool_op {
+	intptr_t obj; /* alloc: the object got; free: the object given */
+};
 
-	if (!pool_alive(p)) {
-		errno = EINVAL; /* used after rsk_pool_destroy() */
-		return NULL;
-	}
-	while (rsk_percpu_again(ret, &aborts)) {
-		ret = rsk_pool_try_alloc_(p, &fast, rsk_area_offset_());
-		if (ret == RSK_OK)
-			return rsk_pool_checked_(p, (void *)fast);
-	}
-	idx = rsk_percpu_slow_index(p->mode, p->nr);
-	rsk_note_slow_path_at(idx);
+/* The attempts return part 0 on success: the pool's callers want the
+ * object, not the part (the inline attempt does not say which it was). */
+static enum rsk_result alloc_attempt(void *s, void *arg, int *idx)
+{
+	struct pool_op *o = arg;
+	enum rsk_result r = rsk_pool_try_alloc_(s, &o->obj, rsk_area_offset_());
+
+	*idx = 0;
+	return r;
+}
+
+static enum rsk_result free_attempt(void *s, void *arg, int *idx)
+{
+	struct pool_op *o = arg;
+
+	*idx = 0;
+	return rsk_pool_try_free_(s, (void *)o->obj, rsk_area_offset_());
+}
+
+/* The allocation's phase outside the gate, on part idx: its cache, then
+ * the depot.  0 with o->obj, or a negative errno. */
+static int alloc_outside(void *s, void *arg, int idx)
+{
+	struct rsk_pool *p = s;
+	struct pool_impl *pi = impl(p);
+	struct pool_op *o = arg;
+	intptr_t obj;
+	int err;
+
 	for (int attempt = 0;; attempt++) {
 		struct rsk_pool_part *c = get_part(pi, idx);
 
@@ -1566,8 +1587,10 @@ static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, enum rs
 		err = c == NULL ? -ENOMEM : 0;
 		if (c != NULL && __atomic_load_n(&c->count, __ATOMIC_RELAXED) > 0) {
 			err = cache_pop(pi, idx, &obj);
-			if (obj != 0)
-				return rsk_pool_checked_(p, (void *)obj);
+			if (obj != 0) {
+				o->obj = obj;
+				return 0;
+			}
 		}
 		/* A signal handler on top of its thread's hold (in the depot:
 		 * mine) takes nothing it would wait for: one object from the
@@ -1578,8 +1601,10 @@ static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, enum rs
 		if (!held || !rsk_lock_mine_(&pi->lock)) {
 			/* The cache was empty (or its gate failed: the depot only). */
 			obj = refill(pi, idx, err == 0 && !held, &err);
-			if (obj != 0)
-				return rsk_pool_checked_(p, (void *)obj);
+			if (obj != 0) {
+				o->obj = obj;
+				return 0;
+			}
 		} else {
 			err = -EDEADLK;
 		}
@@ -1591,42 +1616,59 @@ static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, enum rs
 				other_pop(pi, idx, &obj);
 			if (obj == 0)
 				obj = pending_alloc(pi);
-			if (obj != 0)
-				return rsk_pool_checked_(p, (void *)obj);
+			if (obj != 0) {
+				o->obj = obj;
+				return 0;
+			}
 		}
-		if (err == -EOWNERDEAD || err == -EDEADLK) {
-			errno = -err;
-			return NULL;
-		}
+		if (err == -EOWNERDEAD || err == -EDEADLK)
+			return err;
 		/* At the bound: the other caches may hold free objects. */
 		if (attempt == 0 && pi->max_bytes != 0) {
 			rsk_pool_drain(p, -1);
 			continue;
 		}
-		errno = ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
 }
 
-/* rsk_pool_free_slow_() past the plain first try. */
-static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj, enum rsk_result ret)
+static const struct rsk_percpu_kind alloc_kind = {
+	.name = "pool",
+	.attempt = alloc_attempt,
+	.outside = alloc_outside,
+};
+
+/* rsk_pool_alloc_slow_() past the plain first try. */
+static __attribute__((noinline)) void *alloc_general(struct rsk_pool *p, enum rsk_result ret)
 {
+	struct pool_op o = { 0 };
+	int r;
+
+	if (!pool_alive(p)) {
+		errno = EINVAL; /* used after rsk_pool_destroy() */
+		return NULL;
+	}
+	r = rsk_percpu_slow(p, &alloc_kind, &o, ret);
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
+	return rsk_pool_checked_(p, (void *)o.obj);
+}
+
+/* The free's phase outside the gate, on part idx: its cache (a batch
+ * flushed to the depot when full), else the depot, another cache, the
+ * overflow.  0 or a negative errno. */
+static int free_outside(void *s, void *arg, int idx)
+{
+	struct rsk_pool *p = s;
 	struct pool_impl *pi = impl(p);
-	unsigned aborts = 0;
+	void *obj = (void *)((struct pool_op *)arg)->obj;
 	size_t moved = 0;
 	struct xfer x;
 	struct rsk_pool_part *c;
-	int idx, err, mine, full, asked, held = 0;
+	int err, mine, full, asked, held = 0;
 
-	if (!pool_alive(p))
-		return -EINVAL; /* used after rsk_pool_destroy() */
-	while (rsk_percpu_again(ret, &aborts)) {
-		ret = rsk_pool_try_free_(p, obj, rsk_area_offset_());
-		if (ret == RSK_OK)
-			return 0;
-	}
-	idx = rsk_percpu_slow_index(p->mode, p->nr);
-	rsk_note_slow_path_at(idx);
 	c = get_part(pi, idx);
 	/* Flushing needs the depot (not when the caller is inside it: mine)
 	 * and a scratch buffer, taken only when the cache looks full.  Whether
@@ -1691,6 +1733,24 @@ static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj,
 	if (full)
 		xfer_put(pi, &x);
 	return err;
+}
+
+static const struct rsk_percpu_kind free_kind = {
+	.name = "pool",
+	.attempt = free_attempt,
+	.outside = free_outside,
+};
+
+/* rsk_pool_free_slow_() past the plain first try. */
+static __attribute__((noinline)) int free_general(struct rsk_pool *p, void *obj, enum rsk_result ret)
+{
+	struct pool_op o = { .obj = (intptr_t)obj };
+	int r;
+
+	if (!pool_alive(p))
+		return -EINVAL; /* used after rsk_pool_destroy() */
+	r = rsk_percpu_slow(p, &free_kind, &o, ret);
+	return r < 0 ? r : 0;
 }
 
 /* Where no thread runs sections, past tc_alloc_quick(): the thread's

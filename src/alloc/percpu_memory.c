@@ -69,7 +69,6 @@ struct retired {
 
 struct pool_impl {
 	struct rsk_mempool pub;
-	uint32_t magic;	       /* RSK_MEMPOOL_MAGIC while alive, then RSK_PERCPU_MAGIC_DEAD */
 	pthread_mutex_t lock;
 	unsigned flags;
 	size_t align, slot, hdr, per_range, words; /* words: bitmap words per range */
@@ -95,17 +94,15 @@ static struct pool_impl *impl_of(struct rsk_mempool *p)
 	return (struct pool_impl *)p;
 }
 
-#define RSK_MEMPOOL_MAGIC 0x72736d70u /* "rsmp" */
-
-/* Is p a live pool?  Destroy and every out-of-line entry check it, so a
+/* Is p a live pool?  Its head's magic_ is RSK_PERCPU_MAGIC from create to
+ * destroy, RSK_PERCPU_MAGIC_DEAD after (the framework's slow path checks
+ * the same word).  Destroy and every out-of-line entry check it, so a
  * second destroy, or a use after destroy that reaches the library, is
  * -EINVAL while the freed memory is not reused (the inline fast path of
  * rsk_pcounter_add() cannot tell). */
 static int pool_alive(const struct rsk_mempool *p)
 {
-	return p != NULL &&
-	       __atomic_load_n(&((const struct pool_impl *)(const void *)p)->magic, __ATOMIC_RELAXED) ==
-		       RSK_MEMPOOL_MAGIC;
+	return p != NULL && __atomic_load_n(&p->magic_, __ATOMIC_RELAXED) == RSK_PERCPU_MAGIC;
 }
 
 __attribute__((format(printf, 2, 3))) static void report(struct pool_impl *pi, const char *fmt, ...)
@@ -490,8 +487,10 @@ RSK_EXPORT int rsk_mempool_create(struct rsk_mempool **out, const struct rsk_mem
 	pi->pub.mode = cfg->mode;
 	if (cfg->mode == RSK_INDEX_CID && !rsk_mm_cid_available())
 		pi->pub.mode = RSK_INDEX_CPU;
-	pi->pub.index_offset_ = pi->pub.mode == RSK_INDEX_CPU ? RSK_ABI_OFF_CPU_ID : RSK_ABI_OFF_MM_CID;
 	pi->pub.nr = rsk_possible_cpus();
+	/* index_offset_ and fast_nr_, as every structure's head. */
+	rsk_init_once();
+	rsk_percpu_init_head((struct rsk_percpu_head *)(void *)&pi->pub);
 	pi->pub.size = cfg->size;
 	pi->pub.robust_ = (cfg->flags & RSK_MEMPOOL_ROBUST) != 0;
 	pi->flags = cfg->flags;
@@ -518,7 +517,7 @@ RSK_EXPORT int rsk_mempool_create(struct rsk_mempool **out, const struct rsk_mem
 		memcpy(pi->tmpl, cfg->init_template, cfg->size);
 	}
 	pthread_mutex_init(&pi->lock, NULL);
-	pi->magic = RSK_MEMPOOL_MAGIC;
+	pi->pub.magic_ = RSK_PERCPU_MAGIC;
 	numa_setup(pi);
 	/* The first range now: its strides' first words are the pool's gates,
 	 * valid as long as the pool is, and the guard strides below it. */
@@ -539,7 +538,7 @@ RSK_EXPORT int rsk_mempool_destroy(struct rsk_mempool *p)
 	if (!pool_alive(p))
 		return -EINVAL; /* NULL, destroyed already, or not a pool */
 	pi = impl_of(p);
-	__atomic_store_n(&pi->magic, RSK_PERCPU_MAGIC_DEAD, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->magic_, RSK_PERCPU_MAGIC_DEAD, __ATOMIC_RELAXED);
 	if ((pi->flags & RSK_MEMPOOL_ROBUST) && pi->live) {
 		for (size_t i = 0; i < pi->nranges; i++) {
 			struct range *r = pi->ranges[i];
@@ -775,44 +774,64 @@ static int update_locked(struct rsk_mempool *p, intptr_t *ctr, int idx, intptr_t
 	return idx;
 }
 
-/* rsk_pcounter_slow_() where threads run sections: the retries, then
- * the add under a copy's gate. */
+/*
+ * The add's slow path where threads run sections, on the framework
+ * (rsk_percpu_slow()): the retries of the attempt, the registration of a
+ * new thread, then the add under a copy's gate (the current one, else
+ * the next free at once).  Its parts are the copies of *ctr, its gates
+ * the pool's.
+ */
+struct pcounter_op {
+	intptr_t *ctr;
+	intptr_t v;
+};
+
+static enum rsk_result pcounter_attempt(void *s, void *arg, int *idx)
+{
+	struct rsk_mempool *p = s;
+	struct pcounter_op *o = arg;
+
+	if (p->mode == RSK_INDEX_CPU)
+		return (enum rsk_result)rsk_pcounter_try_(p, o->ctr, o->v, RSK_INDEX_CPU, idx);
+	return (enum rsk_result)rsk_pcounter_try_(p, o->ctr, o->v, RSK_INDEX_CID, idx);
+}
+
+/* Copy idx under its closed gate: the one place that adds without a
+ * critical section. */
+static enum rsk_result pcounter_locked(void *s, int idx, void *arg)
+{
+	struct pcounter_op *o = arg;
+	intptr_t *c = rsk_percpu_ptr(o->ctr, idx), cur;
+
+	(void)s;
+	cur = __atomic_load_n(c, __ATOMIC_RELAXED);
+	RSK_INJECT_C(8); /* the window that only the gate protects */
+	__atomic_store_n(c, (intptr_t)((uintptr_t)cur + (uintptr_t)o->v), __ATOMIC_RELAXED);
+	return RSK_OK;
+}
+
+static intptr_t *pcounter_gate(void *s, int idx)
+{
+	return rsk_mempool_gate(s, idx);
+}
+
+static const struct rsk_percpu_kind pcounter_kind = {
+	.name = "mempool",
+	.attempt = pcounter_attempt,
+	.locked = pcounter_locked,
+	.gate = pcounter_gate,
+};
+
 static __attribute__((noinline)) int pcounter_slow_gated(struct rsk_mempool *p, intptr_t *ctr,
 							intptr_t v, enum rsk_result ret)
 {
-	unsigned aborts = 0;
-	int idx;
+	struct pcounter_op o = { .ctr = ctr, .v = v };
+	int r;
 
 	if (!pool_alive(p) || ctr == NULL)
 		return -EINVAL;
-	/* The framework's abort rule (an add never fails its compare). */
-	while (ret == RSK_ABORTED && !rsk_percpu_give_up(&aborts)) {
-		idx = rsk_index(p->mode);
-		if ((unsigned)idx >= (unsigned)p->nr)
-			break;
-		RSK_INJECT_C(7);
-		ret = rsk_gated_add(p->mode, idx, rsk_mempool_gate(p, idx), rsk_percpu_ptr(ctr, idx), v);
-		if (ret == RSK_OK)
-			return 0;
-	}
-	/* The one place that adds without a critical section: on the current
-	 * index if the thread has one, else on its CPU's copy (any copy is
-	 * correct under its gate). */
-	idx = rsk_index(p->mode);
-	if ((unsigned)idx >= (unsigned)p->nr) {
-		idx = rsk_cpu();
-		idx = idx < 0 ? 0 : idx % p->nr;
-	}
-	rsk_note_slow_path();
-	/* Any copy is correct for an add: when the gate is this thread's
-	 * own (a signal handler interrupted it there) or held while this
-	 * thread holds another (which waits for none), the next copies. */
-	for (int k = 0;; k++) {
-		int r = update_locked(p, ctr, (idx + k) % p->nr, v, 0, NULL);
-
-		if (r != -EDEADLK || k + 1 >= p->nr)
-			return r < 0 ? r : 0; /* r: the copy's index */
-	}
+	r = rsk_percpu_slow(p, &pcounter_kind, &o, ret);
+	return r < 0 ? r : 0; /* r: the copy's index */
 }
 
 RSK_EXPORT int rsk_pcounter_slow_(struct rsk_mempool *p, intptr_t *ctr, intptr_t v,

@@ -257,21 +257,30 @@ int rsk_percpu_retry_(void *s, const struct rsk_percpu_kind *k, void *arg, enum 
 	for (;;) {
 		/* The retries of the fast path. */
 		for (;;) {
-			if (r == RSK_EMPTY || r == RSK_FULL)
+			if ((r == RSK_EMPTY || r == RSK_FULL) && k->outside == NULL)
 				return rsk_percpu_final_error_(r);
 			if (r == RSK_STOPPED && stopped_by_guard(h))
 				r = RSK_NO_INDEX;
-			if (r == RSK_STOPPED)
-				break;
 			if (r == RSK_ABORTED && rsk_percpu_give_up(&aborts))
 				break;
 			if (r == RSK_NO_INDEX && (tried_register++ || !index_now_usable(h)))
+				break;
+			/* Retried: a changed part, an abort below the limit,
+			 * a thread registered now.  Anything else (RSK_STOPPED,
+			 * RSK_NO_PART, an answer for `outside`) goes on. */
+			if (r != RSK_CMPFAIL && r != RSK_ABORTED && r != RSK_NO_INDEX)
 				break;
 			if (r == RSK_CMPFAIL && k->wait != NULL)
 				k->wait(s, idx, round++);
 			r = k->attempt(s, arg, &idx);
 			if (r == RSK_OK)
 				return idx;
+		}
+		if (k->outside != NULL) {
+			/* The structure's own phase, every gate open. */
+			idx = rsk_percpu_slow_index(h->mode, h->nr);
+			rsk_note_slow_path_at(idx);
+			return k->outside(s, arg, idx);
 		}
 		if (k->gate == NULL) {
 			/* No gate: `locked` is safe beside the sections, and
