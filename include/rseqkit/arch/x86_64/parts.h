@@ -225,3 +225,6 @@
 			     ("memory", "cc"), cmpfail, aborted, stopped)
 
 #endif /* RSEQKIT_ARCH_X86_64_PARTS_H */
+
+/* The counted copy operations (a file of their own). */
+#include <rseqkit/arch/x86_64/copy.h>
