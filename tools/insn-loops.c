@@ -83,15 +83,27 @@ LOOP int loop_rsk_ptrbuf(struct rsk_ptrbuf *b, unsigned n)
 	return 0;
 }
 
-/* Pop an item and push it back: W words, the item on the stack. */
+/* Pop an item and push it back: W words, the item on the stack.  The
+ * walk follows the layout, which is the first size's (16 bytes) in
+ * <rseqkit/copybuf.h>: the 64-byte loop tells the compiler its size, so
+ * that the walk takes the 64-byte section.  Its count is then short of the
+ * tests of the size that the compiler folds away (rsk_copybuf_direct_()'s
+ * and the 16-byte compare: four instructions an operation at run time). */
+#define COPY_SIZE(b, W)                                                        \
+	do {                                                                   \
+		if ((W) != 2 && (b)->item_size != (W) * sizeof(intptr_t))      \
+			__builtin_unreachable();                               \
+	} while (0)
 #define RSK_COPY_LOOP(W)                                                       \
 	LOOP int loop_rsk_copybuf##W(struct rsk_copybuf *b, unsigned n)        \
 	{                                                                      \
 		intptr_t v[W];                                                 \
 		for (unsigned i = 0; i < n; i++) {                             \
+			COPY_SIZE(b, W);                                       \
 			int r = rsk_copybuf_pop(b, v);                         \
 			if (UNLIKELY(r < 0))                                   \
 				return r;                                      \
+			COPY_SIZE(b, W);                                       \
 			rsk_copybuf_push(b, v);                                \
 		}                                                              \
 		return 0;                                                      \

@@ -6,9 +6,10 @@
  * Where a pointer buffer hands out objects that live elsewhere, a copy
  * buffer stores the bytes: no allocation per item, no object lifetime to
  * manage.  The copy happens inside the critical section (rsk_cmpcopystore,
- * word by word), so the item size is rounded up to whole words internally
- * and bounded by RSK_COPYBUF_MAX_ITEM: a long copy widens the window in
- * which preemption restarts the section.
+ * word by word; on x86-64 items of 2, 4 or 8 words are copied unrolled),
+ * so the item size is rounded up to whole words internally and bounded by
+ * RSK_COPYBUF_MAX_ITEM: a long copy widens the window in which preemption
+ * restarts the section.
  *
  * Synchronization:
  *
@@ -110,11 +111,13 @@ static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *i
 
 /*
  * The arch's counted copy sections (RSK_ARCH_HAS_COUNTED_COPY: x86-64),
- * for items of 1, 2, 4 or 8 words: the section reads the index, finds the
+ * for items of 2, 4 or 8 words: the section reads the index, finds the
  * part, checks the gate and the count, and copies the item unrolled, so
  * nothing is read before it but the buffer's constants.  The item size is
- * the buffer's, so the branch that picks the section goes the same way
- * every time.  Other sizes, and the other archs, take the generic form
+ * the buffer's, so the branches that pick the section go the same way
+ * every time (three sizes: with a fourth, clang 14 makes them one
+ * indirect jump through a table).  Other sizes, and the other archs, take
+ * the generic form
  * (rsk_copybuf_try_push_at_ and _pop_at_: the index and count read
  * before a gated cmpcopystore that copies word by word).
  * RSK_COPYBUF_SECTION_ (Not API) says whether the counted form is in use.
@@ -125,13 +128,18 @@ static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *i
 #define RSK_COPYBUF_COPY_(b, off, OP, W, ptr, i)                              \
 	RSK_PERCPU_SECTION_(RSK_COPYBUF_##OP##_W_(b, off, W, ptr, i))
 #define RSK_COPYBUF_PUSH_W_(b, off, W, ptr, i)                                 \
-	RSK_ARCH_COUNTED_COPY_PUSH(rsk_arch_area_of(off), (b)->index_offset_, (b)->parts, \
-				   (b)->stride, RSK_COPYBUF_CDISP_, RSK_COPYBUF_GDISP_, \
-				   RSK_COPYBUF_SDISP_, (b)->capacity, W, ptr, i)
+	RSK_ARCH_COUNTED_COPY_PUSH(rsk_arch_area_of(off), (b)->index_offset_, (b),        \
+				   offsetof(struct rsk_copybuf, parts),                 \
+				   offsetof(struct rsk_copybuf, stride),                \
+				   offsetof(struct rsk_copybuf, capacity), RSK_COPYBUF_CDISP_, \
+				   RSK_COPYBUF_GDISP_, RSK_COPYBUF_SDISP_, W, ptr, i)
 #define RSK_COPYBUF_POP_W_(b, off, W, ptr, i)                                  \
-	RSK_ARCH_COUNTED_COPY_POP(rsk_arch_area_of(off), (b)->index_offset_, (b)->parts, \
-				  (b)->stride, RSK_COPYBUF_CDISP_, RSK_COPYBUF_GDISP_, \
-				  RSK_COPYBUF_SDISP_, W, ptr, i)
+	RSK_ARCH_COUNTED_COPY_POP(rsk_arch_area_of(off), (b)->index_offset_, (b),         \
+				  offsetof(struct rsk_copybuf, parts),                  \
+				  offsetof(struct rsk_copybuf, stride), RSK_COPYBUF_CDISP_, \
+				  RSK_COPYBUF_GDISP_, RSK_COPYBUF_SDISP_, W, ptr, i)
+/* The bytes of a W-word item. */
+#define RSK_COPYBUF_W_(W) ((W) * sizeof(intptr_t))
 #define RSK_COPYBUF_CDISP_ offsetof(struct rsk_copybuf_part, count)
 #define RSK_COPYBUF_GDISP_ offsetof(struct rsk_copybuf_part, gate)
 #define RSK_COPYBUF_SDISP_ offsetof(struct rsk_copybuf_part, item)
@@ -221,19 +229,21 @@ RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_push_(struct rsk_copybuf *b, c
 						     int *idx, ptrdiff_t off)
 {
 #ifdef RSK_COPYBUF_SECTION_
-	size_t w = b->words;
+	/* The item size in bytes: the operation has just read it (for
+	 * rsk_copybuf_direct_()); the slow path's bounce copy of an item
+	 * of another size takes the generic form. */
+	size_t sz = b->item_size;
 
-	/* The sizes with a section of their own, the likelier first: the
-	 * size is the buffer's, so these branches go the same way each time. */
-	if (RSK_PERCPU_UNLIKELY(w != 2 && w != 8 && w != 4 && w != 1))
-		return rsk_copybuf_try_push_at_(b, src, idx, off);
-	if (w == 2)
+	/* The sizes with a section of their own, each branch likely if
+	 * reached: the size is the buffer's, so they go the same way each
+	 * time, and the first size costs one compare. */
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(2)))
 		return RSK_COPYBUF_TRY_(b, off, PUSH, 2, src, idx, RSK_FULL);
-	if (w == 8)
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(8)))
 		return RSK_COPYBUF_TRY_(b, off, PUSH, 8, src, idx, RSK_FULL);
-	if (w == 4)
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(4)))
 		return RSK_COPYBUF_TRY_(b, off, PUSH, 4, src, idx, RSK_FULL);
-	return RSK_COPYBUF_TRY_(b, off, PUSH, 1, src, idx, RSK_FULL);
+	return rsk_copybuf_try_push_at_(b, src, idx, off);
 #else
 	return rsk_copybuf_try_push_at_(b, src, idx, off);
 #endif
@@ -243,19 +253,21 @@ RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_pop_(struct rsk_copybuf *b, in
 						    int *idx, ptrdiff_t off)
 {
 #ifdef RSK_COPYBUF_SECTION_
-	size_t w = b->words;
+	/* The item size in bytes: the operation has just read it (for
+	 * rsk_copybuf_direct_()); the slow path's bounce copy of an item
+	 * of another size takes the generic form. */
+	size_t sz = b->item_size;
 
-	/* The sizes with a section of their own, the likelier first: the
-	 * size is the buffer's, so these branches go the same way each time. */
-	if (RSK_PERCPU_UNLIKELY(w != 2 && w != 8 && w != 4 && w != 1))
-		return rsk_copybuf_try_pop_at_(b, dst, idx, off);
-	if (w == 2)
+	/* The sizes with a section of their own, each branch likely if
+	 * reached: the size is the buffer's, so they go the same way each
+	 * time, and the first size costs one compare. */
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(2)))
 		return RSK_COPYBUF_TRY_(b, off, POP, 2, dst, idx, RSK_EMPTY);
-	if (w == 8)
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(8)))
 		return RSK_COPYBUF_TRY_(b, off, POP, 8, dst, idx, RSK_EMPTY);
-	if (w == 4)
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(4)))
 		return RSK_COPYBUF_TRY_(b, off, POP, 4, dst, idx, RSK_EMPTY);
-	return RSK_COPYBUF_TRY_(b, off, POP, 1, dst, idx, RSK_EMPTY);
+	return rsk_copybuf_try_pop_at_(b, dst, idx, off);
 #else
 	return rsk_copybuf_try_pop_at_(b, dst, idx, off);
 #endif

@@ -17,7 +17,11 @@
  *       `cmpfail` if it is 0, copies slot count - 1 to the W words at dst
  *       and commits count - 1.
  *
- * idx is the index on success.  Both read the count inside the section,
+ * The buffer's constants are words of its header, at hdr_ + PARTS (the
+ * address of part 0), + STRIDE (bytes from one part to the next) and,
+ * for the push, + CAP (items per part): the section reads them there,
+ * after the header's other fields are written once and for all.  idx is
+ * the index on success.  Both read the count inside the section,
  * so nothing but the buffer's constants is read before it, and the copy
  * is of the slot the commit publishes or releases.  The push is preceded
  * by a compiler barrier: every store before it (the item's, and what it
@@ -55,18 +59,39 @@
 #define RSK_X64_ITEM_SHIFT_4 "5"
 #define RSK_X64_ITEM_SHIFT_8 "6"
 
+/* The start: the counted arrays' (RSK_X64_STRIDE_PART_ENTER), with the
+ * parts' address and the stride read from the header where they are: the
+ * header is one register, not three (clang 14 spills around the section
+ * when they are registers or memory operands of their own). */
+#define RSK_X64_COPY_ENTER                                                     \
+	RSK_ASM_EXIT("cmpfail")                                                \
+	RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) \
+	"movslq %%fs:(%[area], %[ioff]), %[idx]\n\t"                           \
+	"testq %[idx], %[idx]\n\t"                                             \
+	"js %l[stopped]\n\t"                                                   \
+	"movq %[idx], %[p]\n\t"                                                \
+	"imulq %c[stride](%[hdr]), %[p]\n\t"                                   \
+	"addq %c[parts](%[hdr]), %[p]\n\t"                                     \
+	"cmpq $0, %c[gdisp](%[p])\n\t"                                         \
+	"jnz %l[stopped]\n\t" RSK_INJECT_ASM(2)                                \
+	"movq %c[cdisp](%[p]), %[cnt]\n\t"
+#define RSK_X64_COPY_IN(area_, ioff_, hdr_, parts_, stride_, cdisp_, gdisp_, sdisp_) \
+	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [hdr] "r"(hdr_),     \
+		[parts] "i"(parts_), [stride] "i"(stride_), [cdisp] "i"(cdisp_), \
+		[gdisp] "i"(gdisp_), [sdisp] "i"(sdisp_)
+
 /* slot = p + SDISP + (cnt << shift), into s_. */
 #define RSK_X64_SLOT(W)                                                        \
 	"movq %[cnt], %[s]\n\t"                                                \
 	"shlq $" RSK_X64_ITEM_SHIFT_##W ", %[s]\n\t"                           \
 	"leaq %c[sdisp](%[p], %[s]), %[s]\n\t"
 
-#define RSK_ARCH_COUNTED_COPY_PUSH(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, cap_, \
-				   W, src_, idx_)                               \
+#define RSK_ARCH_COUNTED_COPY_PUSH(area_, ioff_, hdr_, parts_, stride_, cap_, cdisp_, gdisp_, \
+				   sdisp_, W, src_, idx_)                       \
 	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_; intptr_t s_;           \
 			     RSK_X64_BARRIER() /* release: the item and all before */, \
-			     RSK_X64_STRIDE_PART_ENTER,                         \
-			     "cmpq %[cap], %[cnt]\n\t"                          \
+			     RSK_X64_COPY_ENTER,                                \
+			     "cmpq %c[cap](%[hdr]), %[cnt]\n\t"                 \
 			     "jae %l[cmpfail]\n\t"                              \
 			     RSK_X64_SLOT(W)                                    \
 			     RSK_X64_COPY_##W("src", "s")                       \
@@ -74,15 +99,15 @@
 			     "movq %[cnt], %c[cdisp](%[p])\n",                  \
 			     (, [idx] "=&r"(idx_), [p] "=&r"(p_), [cnt] "=&r"(cnt_), \
 			      [s] "=&r"(s_)),                                   \
-			     (RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, \
-						     gdisp_, sdisp_),           \
-			      [cap] "rm"(cap_), [src] "r"(src_)),               \
+			     (RSK_X64_COPY_IN(area_, ioff_, hdr_, parts_, stride_, cdisp_, \
+					      gdisp_, sdisp_),                  \
+			      [cap] "i"(cap_), [src] "r"(src_)),                \
 			     ("cc"), cmpfail, aborted, stopped)
 
-#define RSK_ARCH_COUNTED_COPY_POP(area_, ioff_, parts_, stride_, cdisp_, gdisp_, sdisp_, W, \
-				  dst_, idx_)                                   \
+#define RSK_ARCH_COUNTED_COPY_POP(area_, ioff_, hdr_, parts_, stride_, cdisp_, gdisp_, sdisp_, \
+				  W, dst_, idx_)                                \
 	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_; intptr_t s_,           \
-			     RSK_X64_STRIDE_PART_ENTER,                         \
+			     RSK_X64_COPY_ENTER,                                \
 			     "subq $1, %[cnt]\n\t"                              \
 			     "jb %l[cmpfail]\n\t"                               \
 			     RSK_X64_SLOT(W)                                    \
@@ -91,8 +116,8 @@
 			     "movq %[cnt], %c[cdisp](%[p])\n",                  \
 			     (, [idx] "=&r"(idx_), [p] "=&r"(p_), [cnt] "=&r"(cnt_), \
 			      [s] "=&r"(s_)),                                   \
-			     (RSK_X64_STRIDE_PART_IN(area_, ioff_, parts_, stride_, cdisp_, \
-						     gdisp_, sdisp_),           \
+			     (RSK_X64_COPY_IN(area_, ioff_, hdr_, parts_, stride_, cdisp_, \
+					      gdisp_, sdisp_),                  \
 			      [dst] "r"(dst_)),                                 \
 			     ("memory", "cc"), cmpfail, aborted, stopped)
 
