@@ -19,11 +19,11 @@
  *
  * The buffer's constants are words of its header, at hdr_ + PARTS (the
  * address of part 0), + STRIDE (bytes from one part to the next) and,
- * for the push, + CAP (items per part): the section reads them there,
- * after the header's other fields are written once and for all.  idx is
- * the index on success.  Both read the count inside the section,
- * so nothing but the buffer's constants is read before it, and the copy
- * is of the slot the commit publishes or releases.  The push is preceded
+ * for the push, + CAP (items per part), written once before any
+ * operation: the section reads them there.  idx is the index on success.
+ * Both read the count inside the section, so nothing but the buffer's
+ * constants is read before it, and the copy is of the slot the commit
+ * publishes or releases.  The push is preceded
  * by a compiler barrier: every store before it (the item's, and what it
  * points to) is emitted before the section, which on x86 (TSO) makes the
  * commit a release; the push itself clobbers no memory (the slots and
