@@ -27,7 +27,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 # Where the stride sections are meant to be in use: the pool counter's
 # with both compilers, the pointer buffer's with gcc only.
-stride_fns=loop_rsk_pcounter_add4
+stride_fns="loop_rsk_pcounter_add4 loop_rsk_copybuf2 loop_rsk_copybuf8"
 $CC -dM -E -x c /dev/null 2>/dev/null | grep -q '^#define __clang__' ||
 	stride_fns="$stride_fns loop_rsk_ptrbuf"
 echo "1..$((6 + $(echo $stride_fns | wc -w)))"
@@ -57,9 +57,10 @@ ok $? "one counted row per listed loop ($got of $want)"
 
 # Where the x86-64 stride sections are meant to be in use (the pointer
 # buffer's not with clang: <rseqkit/ptrbuf.h> says why), the pool
-# counter's and the pointer buffer's loops read the index inside the
-# section (a movslq off %fs), not through rsk_index() before it.  They
-# silently were not for a while: a revert took their definitions away.
+# counter's, the copy buffer's and the pointer buffer's loops read the
+# index inside the section (a movslq off %fs), not through rsk_index()
+# before it.  They silently were not for a while: a revert took their
+# definitions away.
 for fn in $stride_fns; do
 	objdump -d --no-show-raw-insn "$tmp/loops" |
 		awk -v f="<$fn>:" '$2 == f { on = 1; next } /^[0-9a-f]+ <.*>:$/ { on = 0 } on' |

@@ -51,12 +51,15 @@ TARGETS = {
     "stack": 38,
     "cpu-read": 4,
 }
-PATHS = ["counter-add", "spinlock", "stack", "ptrbuf", "cpu-read", "mm-cid-read"]
+PATHS = ["counter-add", "spinlock", "stack", "ptrbuf", "copybuf16", "copybuf64", "cpu-read",
+         "mm-cid-read"]
 NAMES = {
     "counter-add": "counter add (4 counters)",
     "spinlock": "spinlock lock+unlock",
     "stack": "stack pop+push",
     "ptrbuf": "ptrbuf pop+push",
+    "copybuf16": "copybuf pop+push, 16 B",
+    "copybuf64": "copybuf pop+push, 64 B",
     "cpu-read": "cpu read",
     "mm-cid-read": "mm_cid read",
 }

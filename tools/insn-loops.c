@@ -23,6 +23,7 @@
 #include <rseqkit/spinlock.h>
 #include <rseqkit/stack.h>
 #include <rseqkit/ptrbuf.h>
+#include <rseqkit/copybuf.h>
 #include <rseqkit/mempool.h>
 #include "yardstick.h"
 
@@ -81,6 +82,36 @@ LOOP int loop_rsk_ptrbuf(struct rsk_ptrbuf *b, unsigned n)
 	}
 	return 0;
 }
+
+/* Pop an item and push it back: W words, the item on the stack.  The
+ * walk follows the layout, which is the first size's (16 bytes) in
+ * <rseqkit/copybuf.h>: the 64-byte loop tells the compiler its size, so
+ * that the walk takes the 64-byte section.  Its count is then short of the
+ * tests of the size that the compiler folds away (rsk_copybuf_direct_()'s
+ * and the 16-byte compare: four instructions an operation at run time). */
+#define COPY_SIZE(b, W)                                                        \
+	do {                                                                   \
+		if ((W) != 2 && (b)->item_size != (W) * sizeof(intptr_t))      \
+			__builtin_unreachable();                               \
+	} while (0)
+#define RSK_COPY_LOOP(W)                                                       \
+	LOOP int loop_rsk_copybuf##W(struct rsk_copybuf *b, unsigned n)        \
+	{                                                                      \
+		intptr_t v[W];                                                 \
+		for (unsigned i = 0; i < n; i++) {                             \
+			COPY_SIZE(b, W);                                       \
+			int r = rsk_copybuf_pop(b, v);                         \
+			if (UNLIKELY(r < 0))                                   \
+				return r;                                      \
+			COPY_SIZE(b, W);                                       \
+			rsk_copybuf_push(b, v);                                \
+		}                                                              \
+		return 0;                                                      \
+	}
+//@insn path=copybuf16 impl=rseqkit mode=- ops=1 fn=loop_rsk_copybuf2
+RSK_COPY_LOOP(2)
+//@insn path=copybuf64 impl=rseqkit mode=- ops=1 fn=loop_rsk_copybuf8
+RSK_COPY_LOOP(8)
 
 //@insn path=pcounter-add impl=rseqkit mode=- ops=4 fn=loop_rsk_pcounter_add4
 LOOP void loop_rsk_pcounter_add4(struct rsk_mempool *p, intptr_t **c, unsigned n)
@@ -159,26 +190,48 @@ LOOP int loop_rsk_mm_cid(unsigned n)
 			ys_ppush##G##_##MODE(off, parts, p);                        \
 		}                                                              \
 		return 0;                                                      \
+	}                                                                      \
+	HAND_COPY_LOOP(MODE, G, H, 2)                                          \
+	HAND_COPY_LOOP(MODE, G, H, 8)
+#define HAND_COPY_LOOP(MODE, G, H, W)                                          \
+	LOOP int loop_##H##_copybuf##W##_##MODE(char *parts, unsigned n)       \
+	{                                                                      \
+		ptrdiff_t off = ys_offset();                                   \
+		intptr_t v[W];                                                 \
+		for (unsigned i = 0; i < n; i++) {                             \
+			if (UNLIKELY(ys_cpop##W##G##_##MODE(off, parts, v) < 0)) \
+				return -1;                                     \
+			ys_cpush##W##G##_##MODE(off, parts, v);                \
+		}                                                              \
+		return 0;                                                      \
 	}
 //@insn path=counter-add impl=hand-written mode=cpu ops=4 fn=loop_hw_counter_add4_cpu
 //@insn path=spinlock impl=hand-written mode=cpu ops=1 fn=loop_hw_spinlock_cpu
 //@insn path=stack impl=hand-written mode=cpu ops=1 fn=loop_hw_stack_cpu
 //@insn path=ptrbuf impl=hand-written mode=cpu ops=1 fn=loop_hw_ptrbuf_cpu
+//@insn path=copybuf16 impl=hand-written mode=cpu ops=1 fn=loop_hw_copybuf2_cpu
+//@insn path=copybuf64 impl=hand-written mode=cpu ops=1 fn=loop_hw_copybuf8_cpu
 HAND_LOOPS(cpu)
 //@insn path=counter-add impl=hand-written mode=cid ops=4 fn=loop_hw_counter_add4_cid
 //@insn path=spinlock impl=hand-written mode=cid ops=1 fn=loop_hw_spinlock_cid
 //@insn path=stack impl=hand-written mode=cid ops=1 fn=loop_hw_stack_cid
 //@insn path=ptrbuf impl=hand-written mode=cid ops=1 fn=loop_hw_ptrbuf_cid
+//@insn path=copybuf16 impl=hand-written mode=cid ops=1 fn=loop_hw_copybuf2_cid
+//@insn path=copybuf64 impl=hand-written mode=cid ops=1 fn=loop_hw_copybuf8_cid
 HAND_LOOPS(cid)
 //@insn path=counter-add impl=hand-guaranteed mode=cpu ops=4 fn=loop_hg_counter_add4_cpu
 //@insn path=spinlock impl=hand-guaranteed mode=cpu ops=1 fn=loop_hg_spinlock_cpu
 //@insn path=stack impl=hand-guaranteed mode=cpu ops=1 fn=loop_hg_stack_cpu
 //@insn path=ptrbuf impl=hand-guaranteed mode=cpu ops=1 fn=loop_hg_ptrbuf_cpu
+//@insn path=copybuf16 impl=hand-guaranteed mode=cpu ops=1 fn=loop_hg_copybuf2_cpu
+//@insn path=copybuf64 impl=hand-guaranteed mode=cpu ops=1 fn=loop_hg_copybuf8_cpu
 HAND_LOOPS_(cpu, _g, hg)
 //@insn path=counter-add impl=hand-guaranteed mode=cid ops=4 fn=loop_hg_counter_add4_cid
 //@insn path=spinlock impl=hand-guaranteed mode=cid ops=1 fn=loop_hg_spinlock_cid
 //@insn path=stack impl=hand-guaranteed mode=cid ops=1 fn=loop_hg_stack_cid
 //@insn path=ptrbuf impl=hand-guaranteed mode=cid ops=1 fn=loop_hg_ptrbuf_cid
+//@insn path=copybuf16 impl=hand-guaranteed mode=cid ops=1 fn=loop_hg_copybuf2_cid
+//@insn path=copybuf64 impl=hand-guaranteed mode=cid ops=1 fn=loop_hg_copybuf8_cid
 HAND_LOOPS_(cid, _g, hg)
 
 //@insn path=cpu-read impl=hand-written mode=cpu ops=1 fn=loop_hw_cpu
@@ -277,6 +330,30 @@ int main(void)
 				;
 	}
 	expect("rsk ptrbuf pop+push", r, 0);
+	/* Each copy buffer holds one item, popped and pushed back N times. */
+#define RSK_COPY_RUN(W)                                                        \
+	do {                                                                   \
+		struct rsk_copybuf *cb;                                        \
+		intptr_t item[W], got[W];                                      \
+		for (int k = 0; k < W; k++)                                    \
+			item[k] = 1000 + k;                                    \
+		if (rsk_copybuf_create(&cb, RSK_INDEX_CPU, W * sizeof(intptr_t), 4, 0)) \
+			return 1;                                              \
+		r = -1;                                                        \
+		for (int tries = 0; tries < 100 && r; tries++) {               \
+			rsk_copybuf_push(cb, item);                            \
+			r = loop_rsk_copybuf##W(cb, N);                        \
+			total = 0;                                             \
+			for (int k = 0; k < ncpu; k++)                         \
+				while (rsk_copybuf_pop_cpu(cb, k, got) == 0)   \
+					total += !memcmp(got, item, sizeof(item)); \
+		}                                                              \
+		expect("rsk copybuf" #W " pop+push", r, 0);                    \
+		expect("rsk copybuf" #W ": the item intact", (long)total, 1);  \
+		rsk_copybuf_destroy(cb);                                       \
+	} while (0)
+	RSK_COPY_RUN(2);
+	RSK_COPY_RUN(8);
 	cpu = loop_rsk_cpu(1);
 	if (cpu < 0 || cpu >= ncpu)
 		expect("rsk_cpu in range", cpu, 0);
@@ -292,7 +369,9 @@ int main(void)
 		char *st = aligned_alloc(128, span);
 		char *pb = aligned_alloc(128, (size_t)ncpu << YS_PTR_SHIFT);
 		struct ys_node yn = {NULL, 7};
-		if (!cp || !lk || !st || !pb)
+		size_t cbsz = (size_t)ncpu << YS_C64_SHIFT;
+		char *cb = aligned_alloc(128, cbsz);
+		if (!cp || !lk || !st || !pb || !cb)
 			return 1;
 /* The counter sums the word at +8 too: the guaranteed twin's fallback. */
 #define HAND_RUN(MODE) HAND_RUN_(MODE, , hw, "hand-written ")
@@ -334,6 +413,29 @@ int main(void)
 			total += pp[0] == 1 && pp[2] == (intptr_t)&yn;                 \
 		}                                                                      \
 		expect(WHAT "ptrbuf: the pointer in one part " #MODE, (long)total, 1); \
+		HAND_COPY_RUN(MODE, G, H, WHAT, 2, YS_C16_SHIFT);                      \
+		HAND_COPY_RUN(MODE, G, H, WHAT, 8, YS_C64_SHIFT);                      \
+	} while (0)
+/* One item of W words (1000, 1001, ...) popped and pushed back N times:
+ * then one part holds it, whole. */
+#define HAND_COPY_RUN(MODE, G, H, WHAT, W, SHIFT)                                      \
+	do {                                                                           \
+		intptr_t it_[W];                                                       \
+		for (int k = 0; k < W; k++)                                            \
+			it_[k] = 1000 + k;                                             \
+		r = -1;                                                                \
+		for (int tries = 0; tries < 100 && r; tries++) {                       \
+			memset(cb, 0, cbsz);                                           \
+			ys_cpush##W##G##_##MODE(ys_offset(), cb, it_);                 \
+			r = loop_##H##_copybuf##W##_##MODE(cb, N);                     \
+		}                                                                      \
+		expect(WHAT "copybuf" #W " pop+push " #MODE, r, 0);                    \
+		total = 0;                                                             \
+		for (int k = 0; k < ncpu; k++) {                                       \
+			intptr_t *pp = (intptr_t *)(void *)(cb + ((size_t)k << SHIFT)); \
+			total += pp[0] == 1 && !memcmp(pp + 2, it_, sizeof(it_));      \
+		}                                                                      \
+		expect(WHAT "copybuf" #W ": the item in one part " #MODE, (long)total, 1); \
 	} while (0)
 		HAND_RUN(cpu);
 		HAND_RUN_(cpu, _g, hg, "hand-guaranteed ");
@@ -348,6 +450,7 @@ int main(void)
 		free(lk);
 		free(st);
 		free(pb);
+		free(cb);
 	}
 #endif
 	if (fails)

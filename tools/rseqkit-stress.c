@@ -58,9 +58,16 @@
 #else
 #define POINTS_PTRBUF "1 2 3 4 7 8 9"
 #endif
+/* The same for the copy buffer's counted copy sections (<rseqkit/copybuf.h>,
+ * RSK_COPYBUF_SECTION_), which this tool's 16-byte item takes: no 4 or 8. */
+#ifdef RSK_COPYBUF_SECTION_
+#define POINTS_COPYBUF "1 2 3 7"
+#else
+#define POINTS_COPYBUF "1 2 3 4 7 8"
+#endif
 __attribute__((used)) static const char inject_points[] =
 	"rseqkit-stress injection points: "
-	"s=1 2 3 7 8 9;l=1 2 3 7 8;b=" POINTS_PTRBUF ";m=1 2 3 4 7 8;i=" POINTS_ADD " 7;"
+	"s=1 2 3 7 8 9;l=1 2 3 7 8;b=" POINTS_PTRBUF ";m=" POINTS_COPYBUF ";i=" POINTS_ADD " 7;"
 	"r=1 2 3 4 7 8 9;p=1 2 3 4 7 8 9;a=" POINTS_ADD " 7 8;";
 
 /* The points of test t ("1 2 7"), copied into buf; NULL if the table has

@@ -6,9 +6,10 @@
  * Where a pointer buffer hands out objects that live elsewhere, a copy
  * buffer stores the bytes: no allocation per item, no object lifetime to
  * manage.  The copy happens inside the critical section (rsk_cmpcopystore,
- * word by word), so the item size is rounded up to whole words internally
- * and bounded by RSK_COPYBUF_MAX_ITEM: a long copy widens the window in
- * which preemption restarts the section.
+ * word by word; on x86-64 items of 2, 4 or 8 words are copied unrolled),
+ * so the item size is rounded up to whole words internally and bounded by
+ * RSK_COPYBUF_MAX_ITEM: a long copy widens the window in which preemption
+ * restarts the section.
  *
  * Synchronization:
  *
@@ -108,8 +109,45 @@ static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *i
 	return ((uintptr_t)item | b->item_size) % sizeof(intptr_t) == 0;
 }
 
-RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_push_(struct rsk_copybuf *b, const intptr_t *src,
-						     int *idx, ptrdiff_t off)
+/*
+ * The arch's counted copy sections (RSK_ARCH_HAS_COUNTED_COPY: x86-64),
+ * for items of 2, 4 or 8 words: the section reads the index, finds the
+ * part, checks the gate and the count, and copies the item unrolled, so
+ * nothing is read before it but the buffer's constants.  The item size is
+ * the buffer's, so the branches that pick the section go the same way
+ * every time (three sizes: with a fourth, clang 14 makes them one
+ * indirect jump through a table).  Other sizes, and the other archs, take
+ * the generic form
+ * (rsk_copybuf_try_push_at_ and _pop_at_: the index and count read
+ * before a gated cmpcopystore that copies word by word).
+ * RSK_COPYBUF_SECTION_ (Not API) says whether the counted form is in use.
+ */
+#if defined(RSK_ARCH_HAS_COUNTED_COPY) && defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(RSK_TSAN) && \
+	!defined(RSEQKIT_ANALYZER)
+#define RSK_COPYBUF_SECTION_ 1
+#define RSK_COPYBUF_COPY_(b, off, OP, W, ptr, i)                              \
+	RSK_PERCPU_SECTION_(RSK_COPYBUF_##OP##_W_(b, off, W, ptr, i))
+#define RSK_COPYBUF_PUSH_W_(b, off, W, ptr, i)                                 \
+	RSK_ARCH_COUNTED_COPY_PUSH(rsk_arch_area_of(off), (b)->index_offset_, (b),        \
+				   offsetof(struct rsk_copybuf, parts),                 \
+				   offsetof(struct rsk_copybuf, stride),                \
+				   offsetof(struct rsk_copybuf, capacity), RSK_COPYBUF_CDISP_, \
+				   RSK_COPYBUF_GDISP_, RSK_COPYBUF_SDISP_, W, ptr, i)
+#define RSK_COPYBUF_POP_W_(b, off, W, ptr, i)                                  \
+	RSK_ARCH_COUNTED_COPY_POP(rsk_arch_area_of(off), (b)->index_offset_, (b),         \
+				  offsetof(struct rsk_copybuf, parts),                  \
+				  offsetof(struct rsk_copybuf, stride), RSK_COPYBUF_CDISP_, \
+				  RSK_COPYBUF_GDISP_, RSK_COPYBUF_SDISP_, W, ptr, i)
+/* The bytes of a W-word item. */
+#define RSK_COPYBUF_W_(W) ((W) * sizeof(intptr_t))
+#define RSK_COPYBUF_CDISP_ offsetof(struct rsk_copybuf_part, count)
+#define RSK_COPYBUF_GDISP_ offsetof(struct rsk_copybuf_part, gate)
+#define RSK_COPYBUF_SDISP_ offsetof(struct rsk_copybuf_part, item)
+#endif
+
+/* The generic form: see above. */
+RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_push_at_(struct rsk_copybuf *b, const intptr_t *src,
+							int *idx, ptrdiff_t off)
 {
 	uint32_t ioff = b->index_offset_, i;
 	rsk_arch_area_t area;
@@ -135,8 +173,8 @@ RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_push_(struct rsk_copybuf *b, c
 			      count + 1);
 }
 
-RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_pop_(struct rsk_copybuf *b, intptr_t *dst,
-						    int *idx, ptrdiff_t off)
+RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_pop_at_(struct rsk_copybuf *b, intptr_t *dst,
+						       int *idx, ptrdiff_t off)
 {
 	uint32_t ioff = b->index_offset_, i;
 	rsk_arch_area_t area;
@@ -158,6 +196,81 @@ RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_pop_(struct rsk_copybuf *b, in
 	return RSK_PERCPU_OP_(cmpcopystore, ioff, area, i, &p->gate, &p->count, count, dst,
 			      &p->item[(size_t)(count - 1) * b->words], (intptr_t)b->words,
 			      count - 1);
+}
+
+#ifdef RSK_COPYBUF_SECTION_
+/* One attempt through the counted copy section for W-word items: its
+ * result, RSK_CMPFAIL turned into the count's answer `none` (RSK_FULL or
+ * RSK_EMPTY), *idx set on RSK_OK (the index passed the section's sign
+ * test). */
+#define RSK_COPYBUF_TRY_(b, off, OP, W, ptr, idx, none)                       \
+	__extension__({                                                        \
+		enum rsk_result r_;                                            \
+		intptr_t i_;                                                   \
+		/* No rseq in the process: arming would write the TCB. */      \
+		if (RSK_PERCPU_UNLIKELY((off) == 0)) {                         \
+			r_ = RSK_NO_INDEX;                                     \
+		} else {                                                       \
+			RSK_INJECT_C(7);                                       \
+			r_ = RSK_COPYBUF_COPY_(b, off, OP, W, ptr, i_);        \
+			if (RSK_PERCPU_LIKELY(r_ == RSK_OK)) {                 \
+				if (i_ < 0 || i_ > INT32_MAX)                  \
+					__builtin_unreachable();               \
+				*(idx) = (int)i_;                              \
+			} else if (r_ == RSK_CMPFAIL) {                        \
+				r_ = (none);                                   \
+			}                                                      \
+		}                                                              \
+		r_;                                                            \
+	})
+#endif
+
+RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_push_(struct rsk_copybuf *b, const intptr_t *src,
+						     int *idx, ptrdiff_t off)
+{
+#ifdef RSK_COPYBUF_SECTION_
+	/* The item size in bytes: the operation has just read it (for
+	 * rsk_copybuf_direct_()); the slow path's bounce copy of an item
+	 * of another size takes the generic form. */
+	size_t sz = b->item_size;
+
+	/* The sizes with a section of their own, each branch likely if
+	 * reached: the size is the buffer's, so they go the same way each
+	 * time, and the first size costs one compare. */
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(2)))
+		return RSK_COPYBUF_TRY_(b, off, PUSH, 2, src, idx, RSK_FULL);
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(8)))
+		return RSK_COPYBUF_TRY_(b, off, PUSH, 8, src, idx, RSK_FULL);
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(4)))
+		return RSK_COPYBUF_TRY_(b, off, PUSH, 4, src, idx, RSK_FULL);
+	return rsk_copybuf_try_push_at_(b, src, idx, off);
+#else
+	return rsk_copybuf_try_push_at_(b, src, idx, off);
+#endif
+}
+
+RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_pop_(struct rsk_copybuf *b, intptr_t *dst,
+						    int *idx, ptrdiff_t off)
+{
+#ifdef RSK_COPYBUF_SECTION_
+	/* The item size in bytes: the operation has just read it (for
+	 * rsk_copybuf_direct_()); the slow path's bounce copy of an item
+	 * of another size takes the generic form. */
+	size_t sz = b->item_size;
+
+	/* The sizes with a section of their own, each branch likely if
+	 * reached: the size is the buffer's, so they go the same way each
+	 * time, and the first size costs one compare. */
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(2)))
+		return RSK_COPYBUF_TRY_(b, off, POP, 2, dst, idx, RSK_EMPTY);
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(8)))
+		return RSK_COPYBUF_TRY_(b, off, POP, 8, dst, idx, RSK_EMPTY);
+	if (RSK_PERCPU_LIKELY(sz == RSK_COPYBUF_W_(4)))
+		return RSK_COPYBUF_TRY_(b, off, POP, 4, dst, idx, RSK_EMPTY);
+	return rsk_copybuf_try_pop_at_(b, dst, idx, off);
+#else
+	return rsk_copybuf_try_pop_at_(b, dst, idx, off);
+#endif
 }
 
 /*

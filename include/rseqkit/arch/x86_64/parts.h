@@ -295,3 +295,6 @@
 			     ("cc"), cmpfail, aborted, stopped)
 
 #endif /* RSEQKIT_ARCH_X86_64_PARTS_H */
+
+/* The counted copy operations (a file of their own). */
+#include <rseqkit/arch/x86_64/copy.h>

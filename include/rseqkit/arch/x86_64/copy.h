@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rseqkit/arch/x86_64/copy.h - x86-64's counted copy operations: the
+ * counted arrays of arch/x86_64/parts.h (part i at parts + i * stride: a
+ * count at CDISP, a gate at GDISP, slots from SDISP) whose slots are items
+ * of W words, W a constant (1, 2, 4 or 8), copied unrolled inside the
+ * section.  Included at the end of arch/x86_64/parts.h.
+ *
+ * RSK_ARCH_HAS_COUNTED_COPY (optional in the contract, with
+ * RSK_ARCH_HAS_STRIDE_OPS):
+ *
+ *   RSK_ARCH_COUNTED_COPY_PUSH: the section reads the index, leaves
+ *       through `stopped` if it is negative or the part's gate is closed,
+ *       reads the count, leaves through `cmpfail` if it is cap or more,
+ *       copies the W words at src to slot `count` and commits count + 1.
+ *   RSK_ARCH_COUNTED_COPY_POP: the same up to the count, leaves through
+ *       `cmpfail` if it is 0, copies slot count - 1 to the W words at dst
+ *       and commits count - 1.
+ *
+ * The buffer's constants are words of its header, at hdr_ + PARTS (the
+ * address of part 0), + STRIDE (bytes from one part to the next) and,
+ * for the push, + CAP (items per part), written once before any
+ * operation: the section reads them there.  idx is the index on success.
+ * Both read the count inside the section, so nothing but the buffer's
+ * constants is read before it, and the copy is of the slot the commit
+ * publishes or releases.  The push is preceded
+ * by a compiler barrier: every store before it (the item's, and what it
+ * points to) is emitted before the section, which on x86 (TSO) makes the
+ * commit a release; the push itself clobbers no memory (the slots and
+ * the count are read in C only through atomics or out-of-line code), so
+ * the caller's values stay in registers across it.  The pop clobbers
+ * "memory": it writes the caller's item (a memory operand of the item's
+ * size would do, but gcc 12 then warns of the sizes that the caller's
+ * buffer does not select, on the branches it cannot rule out).  A pop
+ * that does not commit may have written part of dst.
+ */
+#ifndef RSK_ARCH_INSIDE
+#error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/x86_64/copy.h"
+#endif
+#ifndef RSEQKIT_ARCH_X86_64_COPY_H
+#define RSEQKIT_ARCH_X86_64_COPY_H
+
+#ifdef RSK_ARCH_HAS_STRIDE_OPS
+#define RSK_ARCH_HAS_COUNTED_COPY 1
+
+/* One word k of a copy: from k*8(s) to k*8(d), through tmp. */
+#define RSK_X64_CW(k, s, d)                                                    \
+	"movq " #k "*8(%[" s "]), %[tmp]\n\t"                                  \
+	"movq %[tmp], " #k "*8(%[" d "])\n\t"
+#define RSK_X64_COPY_1(s, d) RSK_X64_CW(0, s, d)
+#define RSK_X64_COPY_2(s, d) RSK_X64_CW(0, s, d) RSK_X64_CW(1, s, d)
+#define RSK_X64_COPY_4(s, d) RSK_X64_COPY_2(s, d) RSK_X64_CW(2, s, d) RSK_X64_CW(3, s, d)
+#define RSK_X64_COPY_8(s, d)                                                   \
+	RSK_X64_COPY_4(s, d) RSK_X64_CW(4, s, d) RSK_X64_CW(5, s, d)           \
+	RSK_X64_CW(6, s, d) RSK_X64_CW(7, s, d)
+/* log2 of a W-word item's bytes: the slot's offset is count << it. */
+#define RSK_X64_ITEM_SHIFT_1 "3"
+#define RSK_X64_ITEM_SHIFT_2 "4"
+#define RSK_X64_ITEM_SHIFT_4 "5"
+#define RSK_X64_ITEM_SHIFT_8 "6"
+
+/* The start: the counted arrays' (RSK_X64_STRIDE_PART_ENTER), with the
+ * parts' address and the stride read from the header where they are: the
+ * header is one register, not three (clang 14 spills around the section
+ * when they are registers or memory operands of their own). */
+#define RSK_X64_COPY_ENTER                                                     \
+	RSK_ASM_EXIT("cmpfail")                                                \
+	RSK_ASM_EXIT("stopped") RSK_ASM_DESCRIBE RSK_ASM_ARM "1:\n\t" RSK_INJECT_ASM(1) \
+	"movslq %%fs:(%[area], %[ioff]), %[idx]\n\t"                           \
+	"testq %[idx], %[idx]\n\t"                                             \
+	"js %l[stopped]\n\t"                                                   \
+	"movq %[idx], %[p]\n\t"                                                \
+	"imulq %c[stride](%[hdr]), %[p]\n\t"                                   \
+	"addq %c[parts](%[hdr]), %[p]\n\t"                                     \
+	"cmpq $0, %c[gdisp](%[p])\n\t"                                         \
+	"jnz %l[stopped]\n\t" RSK_INJECT_ASM(2)                                \
+	"movq %c[cdisp](%[p]), %[cnt]\n\t"
+#define RSK_X64_COPY_IN(area_, ioff_, hdr_, parts_, stride_, cdisp_, gdisp_, sdisp_) \
+	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [hdr] "r"(hdr_),     \
+		[parts] "i"(parts_), [stride] "i"(stride_), [cdisp] "i"(cdisp_), \
+		[gdisp] "i"(gdisp_), [sdisp] "i"(sdisp_)
+
+/* slot = p + SDISP + (cnt << shift), into s_. */
+#define RSK_X64_SLOT(W)                                                        \
+	"movq %[cnt], %[s]\n\t"                                                \
+	"shlq $" RSK_X64_ITEM_SHIFT_##W ", %[s]\n\t"                           \
+	"leaq %c[sdisp](%[p], %[s]), %[s]\n\t"
+
+#define RSK_ARCH_COUNTED_COPY_PUSH(area_, ioff_, hdr_, parts_, stride_, cap_, cdisp_, gdisp_, \
+				   sdisp_, W, src_, idx_)                       \
+	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_; intptr_t s_;           \
+			     RSK_X64_BARRIER() /* release: the item and all before */, \
+			     RSK_X64_COPY_ENTER,                                \
+			     "cmpq %c[cap](%[hdr]), %[cnt]\n\t"                 \
+			     "jae %l[cmpfail]\n\t"                              \
+			     RSK_X64_SLOT(W)                                    \
+			     RSK_X64_COPY_##W("src", "s")                       \
+			     "incq %[cnt]\n\t" RSK_INJECT_ASM(3)                \
+			     "movq %[cnt], %c[cdisp](%[p])\n",                  \
+			     (, [idx] "=&r"(idx_), [p] "=&r"(p_), [cnt] "=&r"(cnt_), \
+			      [s] "=&r"(s_)),                                   \
+			     (RSK_X64_COPY_IN(area_, ioff_, hdr_, parts_, stride_, cdisp_, \
+					      gdisp_, sdisp_),                  \
+			      [cap] "i"(cap_), [src] "r"(src_)),                \
+			     ("cc"), cmpfail, aborted, stopped)
+
+#define RSK_ARCH_COUNTED_COPY_POP(area_, ioff_, hdr_, parts_, stride_, cdisp_, gdisp_, sdisp_, \
+				  W, dst_, idx_)                                \
+	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_; intptr_t s_,           \
+			     RSK_X64_COPY_ENTER,                                \
+			     "subq $1, %[cnt]\n\t"                              \
+			     "jb %l[cmpfail]\n\t"                               \
+			     RSK_X64_SLOT(W)                                    \
+			     RSK_X64_COPY_##W("s", "dst")                       \
+			     RSK_INJECT_ASM(3)                                  \
+			     "movq %[cnt], %c[cdisp](%[p])\n",                  \
+			     (, [idx] "=&r"(idx_), [p] "=&r"(p_), [cnt] "=&r"(cnt_), \
+			      [s] "=&r"(s_)),                                   \
+			     (RSK_X64_COPY_IN(area_, ioff_, hdr_, parts_, stride_, cdisp_, \
+					      gdisp_, sdisp_),                  \
+			      [dst] "r"(dst_)),                                 \
+			     ("memory", "cc"), cmpfail, aborted, stopped)
+
+#endif /* RSK_ARCH_HAS_STRIDE_OPS */
+#endif /* RSEQKIT_ARCH_X86_64_COPY_H */
