@@ -1250,37 +1250,38 @@ ALWAYS_INLINE int cache_pop_(uintptr_t koff, intptr_t *obj)
 	uintptr_t base = __atomic_load_n(&fast.base, __ATOMIC_ACQUIRE);
 	intptr_t o;
 
+	enum rsk_result r;
+
 	if (UNLIKELY(base == 0))
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
-	RSK_ARCH_REGION_POP(rsk_arch_area_of(fast.off), fast.ioff, base, koff, CPU_SHIFT, KEY_CDISP,
-			    KEY_GDISP, KEY_SDISP, KEY_LDISP, o);
-	*obj = o;
-	return RSK_OK;
-cmpfail:
-	return RSK_EMPTY; /* (or above a capacity that shrank): refill */
-aborted:
-	return RSK_ABORTED;
-stopped:
-	return RSK_STOPPED;
+	r = RSK_PERCPU_SECTION_(RSK_ARCH_REGION_POP(rsk_arch_area_of(fast.off), fast.ioff, base, koff,
+						    CPU_SHIFT, KEY_CDISP, KEY_GDISP, KEY_SDISP,
+						    KEY_LDISP, o));
+	if (LIKELY(r == RSK_OK)) {
+		*obj = o;
+		return RSK_OK;
+	}
+	/* cmpfail: empty (or above a capacity that shrank): refill */
+	return r == RSK_CMPFAIL ? RSK_EMPTY : (int)r;
 }
 
 ALWAYS_INLINE int cache_push_(uintptr_t koff, void *obj)
 {
 	uintptr_t base = __atomic_load_n(&fast.base, __ATOMIC_ACQUIRE);
 
+	enum rsk_result r;
+
 	if (UNLIKELY(base == 0))
 		return RSK_NO_INDEX;
 	RSK_INJECT_C(7);
-	RSK_ARCH_REGION_PUSH(rsk_arch_area_of(fast.off), fast.ioff, base, koff, CPU_SHIFT, KEY_CDISP,
-			     KEY_GDISP, KEY_SDISP, KEY_LDISP, obj);
-	return RSK_OK;
-cmpfail:
-	return RSK_FULL; /* flush */
-aborted:
-	return RSK_ABORTED;
-stopped:
-	return RSK_STOPPED;
+	r = RSK_PERCPU_SECTION_(RSK_ARCH_REGION_PUSH(rsk_arch_area_of(fast.off), fast.ioff, base, koff,
+						     CPU_SHIFT, KEY_CDISP, KEY_GDISP, KEY_SDISP,
+						     KEY_LDISP, obj));
+	if (LIKELY(r == RSK_OK))
+		return RSK_OK;
+	/* cmpfail: full: flush */
+	return r == RSK_CMPFAIL ? RSK_FULL : (int)r;
 }
 #else
 /* The pop compares the slot it read as well as the count (another thread
