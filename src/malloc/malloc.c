@@ -1394,7 +1394,7 @@ static NOINLINE void *small_pool(unsigned c, size_t n, size_t align, int ret)
 	}
 	{
 		unsigned aborts = 0;
-		intptr_t o;
+		intptr_t o = 0; /* (gcc -O1 cannot tell the exits apart) */
 		while (rsk_percpu_again(ret, &aborts))
 			if ((ret = cache_try_pop(c, &o)) == RSK_OK)
 				return (void *)o;
