@@ -310,8 +310,7 @@ _Static_assert(HDR_BYTES + NCLASS * PART_BYTES <= CPU_BYTES, "a CPU's caches fit
 
 static char *cache_base;	     /* cache_nr regions of CPU_BYTES; NULL: none */
 static int cache_nr;
-static uint32_t fast_ioff, fast_nr; /* the area field of the index, and cache_nr or
-				       0 (no rseq, check mode): the fast paths' */
+static uint32_t fast_nr; /* cache_nr, or 0 (no rseq, check mode): the generic fast paths' */
 static enum rsk_index_mode fast_mode;
 static size_t init_bytes;	     /* the classes' starting capacities, in bytes */
 
@@ -599,7 +598,6 @@ static void cache_init(void)
 	cache_base = m;
 	cache_nr = nr;
 	fast_mode = h.mode;
-	fast_ioff = h.index_offset_;
 	/* Check mode: every call goes to the slow paths, which check. */
 	__atomic_store_n(&fast_nr, check_mode ? 0 : h.fast_nr_, __ATOMIC_RELEASE);
 	fast.off = rsk_area_offset_();
@@ -1249,7 +1247,6 @@ ALWAYS_INLINE int cache_pop_(uintptr_t koff, intptr_t *obj)
 {
 	uintptr_t base = __atomic_load_n(&fast.base, __ATOMIC_ACQUIRE);
 	intptr_t o;
-
 	enum rsk_result r;
 
 	if (UNLIKELY(base == 0))
@@ -1269,7 +1266,6 @@ ALWAYS_INLINE int cache_pop_(uintptr_t koff, intptr_t *obj)
 ALWAYS_INLINE int cache_push_(uintptr_t koff, void *obj)
 {
 	uintptr_t base = __atomic_load_n(&fast.base, __ATOMIC_ACQUIRE);
-
 	enum rsk_result r;
 
 	if (UNLIKELY(base == 0))
@@ -1294,7 +1290,7 @@ static int settle_stop(int ret)
 ALWAYS_INLINE int cache_pop_(uintptr_t koff, intptr_t *obj)
 {
 	unsigned c = KEY_CLASS(koff >> PART_SHIFT);
-	uint32_t ioff = fast_ioff, i, lim;
+	uint32_t ioff = fast.ioff, i, lim;
 	rsk_arch_area_t area;
 	struct rsk_pool_part *pt;
 	intptr_t count;
@@ -1318,7 +1314,7 @@ ALWAYS_INLINE int cache_pop_(uintptr_t koff, intptr_t *obj)
 ALWAYS_INLINE int cache_push_(uintptr_t koff, void *obj)
 {
 	unsigned c = KEY_CLASS(koff >> PART_SHIFT);
-	uint32_t ioff = fast_ioff, i, lim;
+	uint32_t ioff = fast.ioff, i, lim;
 	rsk_arch_area_t area;
 	struct rsk_pool_part *pt;
 	intptr_t count;
@@ -1563,7 +1559,7 @@ static int lc_put(char *p, size_t len, unsigned long now)
  * (the put commits with release). */
 static char *lf_take(size_t len, size_t *got)
 {
-	uint32_t ioff = fast_ioff, i;
+	uint32_t ioff = fast.ioff, i;
 	rsk_arch_area_t area;
 	struct cpu_hdr *h;
 
@@ -1590,7 +1586,7 @@ static char *lf_take(size_t len, size_t *got)
  * index; 0 if it does not fit there (the caller tries the shared cache). */
 static int lf_put(char *p, size_t len)
 {
-	uint32_t ioff = fast_ioff, i;
+	uint32_t ioff = fast.ioff, i;
 	rsk_arch_area_t area;
 	struct cpu_hdr *h;
 	intptr_t w = (intptr_t)((uintptr_t)p | ((len >> sys_shift) - 1));
