@@ -3,8 +3,7 @@
  * rseqkit/counter.h - per-CPU counter.
  *
  * One intptr_t per CPU part; rsk_counter_add() is one restartable add on
- * the current CPU's part (no lock prefix, no shared cache line; its gate
- * word is never closed),
+ * the current CPU's part (no lock prefix, no shared cache line, no gate),
  * the readers sum the parts.
  *
  * A part's value is count + spill - base.  Only sections on the part's
@@ -54,11 +53,6 @@ extern "C" {
 
 struct rsk_counter_part {
 	intptr_t count; /* written by sections on this part's CPU only */
-	intptr_t gate;	/* always 0: never closed.  The x86-64 section loads
-			 * it, as the guard parts' nonzero words stop the
-			 * section of a thread that is not registered
-			 * (<rseqkit/percpu.h>, "Guard parts"); that load
-			 * costs less than a sign test of the index */
 	intptr_t spill; /* atomic adds of threads without a section */
 	intptr_t base;	/* subtracted: moved by exchanges, under lock */
 	intptr_t lock;	/* orders exchanges (a gate without a fence) */

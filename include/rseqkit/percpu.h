@@ -246,9 +246,9 @@ RSK_PERCPU_INLINE int rsk_percpu_enter_(ptrdiff_t off, uint32_t ioff, uint32_t f
  * RSK_PERCPU_CAS_UNGATED_ is the compare-and-store of a part without a
  * gate (the spinlock's: its slow path takes the word itself), which gives
  * RSK_STOPPED only to a thread without an index; RSK_PERCPU_ADD_ has no
- * gate either (the counter's parts need none: src/percpu/counter.c; on
- * x86-64 the section loads its never-closed gate word for the guard
- * parts).  The caller tests the value with constants only, so that, once
+ * gate either (the counter's parts need none: src/percpu/counter.c; a
+ * thread without an index is stopped by the sign of its index, as the
+ * spinlock's).  The caller tests the value with constants only, so that, once
  * inlined, each exit of the section branches straight to its caller's
  * code for that result.
  */
@@ -348,8 +348,7 @@ RSK_PERCPU_INLINE int rsk_percpu_pos_index_(uintptr_t pos)
 	do {                                                                   \
 		RSK_PERCPU_PART_READY_(off);                                   \
 		RSK_ARCH_PART_ADD(rsk_arch_area_of(off), (s)->index_offset_, (s), pos, \
-				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), \
-				  RSK_PERCPU_GDISP_(T), count);                \
+				  RSK_PERCPU_SHIFT_, RSK_PERCPU_VDISP_(T, field), count); \
 	} while (0)
 #define RSK_PERCPU_CAS_STMT_(s, T, off, pos, field, expect, newv)              \
 	do {                                                                   \

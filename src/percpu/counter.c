@@ -4,11 +4,6 @@
 #include <sched.h>
 #include "internal.h"
 
-/* The x86-64 section checks the part's never-closed gate word, which the
- * guard parts make nonzero for -1 and -2 (the index of a thread that is
- * not registered). */
-RSK_PERCPU_GUARDED_(struct rsk_counter);
-
 static size_t counter_size(int nr)
 {
 	return sizeof(struct rsk_counter) + (size_t)nr * sizeof(struct rsk_counter_part);

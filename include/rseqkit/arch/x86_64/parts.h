@@ -28,7 +28,8 @@
  * displacements must be constants in the instruction, and the exits are
  * the caller's labels, by name: cmpfail (CAS, POP), aborted, stopped.
  *
- *   RSK_ARCH_PART_ADD:    *(slot + VDISP) += count
+ *   RSK_ARCH_PART_ADD:    *(slot + VDISP) += count, with no gate (no GDISP):
+ *                         a negative index leaves through `stopped`
  *   RSK_ARCH_PART_CAS:    if (*(slot + VDISP) == expect) *(slot + VDISP) = newv
  *                         (else leave through `cmpfail`)
  *   RSK_ARCH_PART_CAS_UNGATED: the same with no gate (no GDISP): a negative
@@ -80,11 +81,12 @@
 	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [base] "r"(base_),  \
 		[shift] "i"(shift_), [vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
 
-#define RSK_ARCH_PART_ADD(area_, ioff_, base_, pos_, shift_, vdisp_, gdisp_, count_)       \
-	RSK_X64_PART_SECTION(, RSK_X64_PART_ENTER,                              \
+#define RSK_ARCH_PART_ADD(area_, ioff_, base_, pos_, shift_, vdisp_, count_)  \
+	RSK_X64_PART_SECTION(, RSK_X64_PART_ENTER_UNGATED,                      \
 			     "addq %[count], %c[vdisp](%[base], %[pos])\n",     \
 			     (, [pos] "=&r"(pos_)),                             \
-			     (RSK_X64_PART_IN(area_, ioff_, base_, shift_, vdisp_, gdisp_), \
+			     ([area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), \
+			      [base] "r"(base_), [shift] "i"(shift_), [vdisp] "i"(vdisp_), \
 			      [count] "re"(count_)),                            \
 			     ("cc"), aborted, stopped)
 
