@@ -729,39 +729,53 @@ YS_DEFINE_GMODE(cid, YS_OFF_MM_CID)
 
 /*
  * The guarantee ladder (rseqkit-bench, counter-add4): the add above with
- * what the library's add pays for its guarantees, one at a time.  Each
- * part's word at +8 is a gate: the section stops (returns 1, nothing
- * done) when it is not 0, as the library's stops for a closed gate and for
- * the guard parts of a thread that is not registered.  The field read is
- * cpu_id at a constant displacement (ys_add_gated_cpu) or at a run-time
- * one (ys_add_gated_at: the library's index mode, fixed at creation).
+ * what the library's add pays for its guarantees, one at a time.  The
+ * section stops (returns 1, nothing done) for a thread that is not
+ * registered: by the sign of its index (js after the shift: the
+ * library's add, and the hand-guaranteed one), or, in the "gate" forms,
+ * by testing the part's word at +8 (a gate, closed in the library's
+ * guard parts before part 0, and a cost of its own).  The field read is
+ * cpu_id at a constant displacement (_cpu) or at a run-time one (_at: the
+ * library's index mode, fixed at creation).
  */
-#define YS_GATED_ADD(INDEX, ...)                                               \
-	__asm__ __volatile__ goto(YS_BEGIN INDEX "shlq $7, %[t]\n\t"            \
-				  "cmpq $0, 8(%[parts], %[t])\n\t"              \
-				  "jne %l[stopped]\n\t"                         \
+#define YS_TESTED_ADD(INDEX, TEST, ...)                                        \
+	__asm__ __volatile__ goto(YS_BEGIN INDEX "shlq $7, %[t]\n\t" TEST       \
 				  "addq %[inc], (%[parts], %[t])\n" YS_END       \
 				  : [t] "=&r"(t)                               \
 				  : [off] "r"(off), [parts] "r"(parts),        \
 				    [inc] "er"(inc), ##__VA_ARGS__              \
 				  : "memory", "cc"                             \
 				  : stopped)
+#define YS_TEST_SIGN "js %l[stopped]\n\t"
+#define YS_TEST_GATE "cmpq $0, 8(%[parts], %[t])\n\tjne %l[stopped]\n\t"
+#define YS_INDEX_CPU "movslq %%fs:" YS_OFF_CPU_ID "(%[off]), %[t]\n\t"
+#define YS_INDEX_AT "movslq %%fs:(%[off], %[field]), %[t]\n\t"
 
 YS_INLINE int ys_add_gated_cpu(ptrdiff_t off, char *parts, intptr_t inc)
 {
 	uintptr_t t;
 
-	YS_GATED_ADD("movslq %%fs:" YS_OFF_CPU_ID "(%[off]), %[t]\n\t");
+	YS_TESTED_ADD(YS_INDEX_CPU, YS_TEST_GATE);
 	return 0;
 stopped:
 	return 1;
 }
 
-YS_INLINE int ys_add_gated_at(ptrdiff_t off, uintptr_t field, char *parts, intptr_t inc)
+YS_INLINE int ys_add_signed_cpu(ptrdiff_t off, char *parts, intptr_t inc)
 {
 	uintptr_t t;
 
-	YS_GATED_ADD("movslq %%fs:(%[off], %[field]), %[t]\n\t", [field] "r"(field));
+	YS_TESTED_ADD(YS_INDEX_CPU, YS_TEST_SIGN);
+	return 0;
+stopped:
+	return 1;
+}
+
+YS_INLINE int ys_add_signed_at(ptrdiff_t off, uintptr_t field, char *parts, intptr_t inc)
+{
+	uintptr_t t;
+
+	YS_TESTED_ADD(YS_INDEX_AT, YS_TEST_SIGN, [field] "r"(field));
 	return 0;
 stopped:
 	return 1;

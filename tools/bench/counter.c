@@ -335,19 +335,22 @@ static int ys_c4_check_hand(void *sh, struct thr *t, int n, char *err, size_t le
 /*
  * The guarantee ladder: the hand-written add (cpu mode) with what the
  * library's add checks for its guarantees, to show what each costs.
- * "hand+gate" tests the part's gate word in the section (which also stops
- * a thread that is not registered, through the library's guard parts);
- * "hand+guards" adds the three tests rseqkit's inline add makes before
- * its section: a NULL structure (-EINVAL), an area offset of 0 (no rseq in
- * the process: the fallback) and the index field read from the structure
- * (the index mode, fixed at creation but not at compile time).  The three
- * "hand+guards-X" rows leave one of them out.  No row is a usable add: a
+ * "hand+gate" stops a thread that is not registered by testing the part's
+ * gate word in the section instead of the sign of its index (what a gated
+ * section pays: the counter's has no gate); "hand+guards" is the
+ * hand-guaranteed add (the sign test) with the three tests rseqkit's
+ * inline add makes before its section: a NULL structure (-EINVAL), an
+ * area offset of 0 (no rseq in the process: the fallback) and the index
+ * field read from the structure (the index mode, fixed at creation but
+ * not at compile time).  The three "hand+guards-X" rows leave one of
+ * them out.  No row is a usable add: a
  * stop or a failed test only counts the add atomically into part 0.
  */
 #define LAD_NULL 1
 #define LAD_AREA 2
 #define LAD_MODE 4
 #define LAD_ALL (LAD_NULL | LAD_AREA | LAD_MODE)
+#define LAD_GATE 8 /* alone: the gate word instead of the sign test */
 
 struct ys_lad {
 	struct ys_c4 c4;	/* parts, span (rc unused) */
@@ -386,8 +389,9 @@ static inline __attribute__((always_inline)) void lad_add(struct ys_lad *s, int 
 		goto slow;
 	/* With LAD_MODE the field is loaded from the structure at every
 	 * add, as the library's (the asm's memory clobber forces it). */
-	if (__builtin_expect((guards & LAD_MODE) ? ys_add_gated_at(off, s->field[k], h, 1)
-						 : ys_add_gated_cpu(off, h, 1),
+	if (__builtin_expect(guards == LAD_GATE		? ys_add_gated_cpu(off, h, 1)
+			     : (guards & LAD_MODE) ? ys_add_signed_at(off, s->field[k], h, 1)
+						   : ys_add_signed_cpu(off, h, 1),
 			     0))
 		goto slow;
 	return;
@@ -410,7 +414,7 @@ slow:
 		YS_BY4(n, LAD_OP);                                             \
 	}
 #define LAD_OP(k) lad_add(s, k, h##k, off, guards_)
-LAD_FN(ys_lad_gate, 0)
+LAD_FN(ys_lad_gate, LAD_GATE)
 LAD_FN(ys_lad_all, LAD_ALL)
 LAD_FN(ys_lad_no_null, LAD_ALL & ~LAD_NULL)
 LAD_FN(ys_lad_no_area, LAD_ALL & ~LAD_AREA)

@@ -496,8 +496,9 @@ static void ladder_report(const struct row *rows, int nrows, const char *const *
 	static const struct {
 		const char *name, *what;
 	} rungs[] = {
-		{"hand+gate", "the gate word tested in the section"},
-		{"hand+guards", "gate, NULL test, area test, run-time mode: rseqkit's tests"},
+		{"hand-guaranteed", "the sign of the index tested in the section"},
+		{"hand+gate", "the part's gate word tested instead (a gated section's cost)"},
+		{"hand+guards", "sign, NULL test, area test, run-time mode: rseqkit's tests"},
 		{"hand+guards-null", "the same without the NULL test"},
 		{"hand+guards-area", "the same without the area-offset test"},
 		{"hand+guards-mode", "the same with the index field fixed at compile time"},
