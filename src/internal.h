@@ -50,7 +50,7 @@ extern struct rsk_process rsk_process __attribute__((visibility("hidden")));
 void rsk_init_once(void);
 /*
  * The gates' fork() handlers registered (src/progress/gate.c), before
- * rsk_init_once() registers its own and before any part of rseqkit that
+ * rsk_init_once() takes its lock and before any part of rseqkit that
  * takes a lock of its own in a fork() prepare handler (the thread caches
  * of the pool and of the allocator) registers its handlers.  Prepare
  * handlers run in the reverse order of registration, so such a lock is
@@ -62,6 +62,10 @@ void rsk_init_once(void);
  * malloc of a static program comes before the constructors.
  */
 void rsk_progress_init_(void);
+/* In a fork() child, before the other handlers: the thread registry holds
+ * the calling thread alone (src/runtime/runtime.c; run by the gates'
+ * child handler). */
+void rsk_registry_fork_child_(void);
 /* RSEQKIT_DEBUG (rseqkit(7)): the checking modes an unmodified binary
  * asks for, a comma list read once at initialisation (src/runtime.c). */
 #define RSK_DEBUG_POOL_	    1u /* every pool is created with RSK_POOL_DEBUG */

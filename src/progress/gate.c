@@ -1092,4 +1092,5 @@ static void fork_child(void)
 	__atomic_and_fetch(&gate_ctl, ~CTL_FORKING, __ATOMIC_SEQ_CST);
 	fork_tid = 0;
 	pthread_mutex_init(&fork_lock, NULL);
+	rsk_registry_fork_child_();
 }

@@ -198,8 +198,10 @@ static void thread_exit(void *unused)
 }
 
 /* fork(): the child has one thread, the caller; the others' entries (and
- * a lock one of them may have held) are gone with them. */
-static void registry_atfork_child(void)
+ * a lock one of them may have held) are gone with them.  Called by the
+ * gates' child handler (src/progress/gate.c), which rseqkit registers
+ * before it takes its init lock (see rsk_init_once()). */
+void rsk_registry_fork_child_(void)
 {
 	registry_lock = 0;
 	registry = NULL;
@@ -531,6 +533,12 @@ void rsk_init_once(void)
 
 	if (__atomic_load_n(&p->initialised, __ATOMIC_ACQUIRE))
 		return;
+	/* The fork handlers first (see internal.h), and outside init_lock:
+	 * pthread_atfork() takes the C library's fork-handler lock, which a
+	 * fork() in another thread holds while it runs the prepare handlers
+	 * in musl and older glibc, and the gates' prepare handler waits for
+	 * init_lock (a concurrent first call finishes before the fork). */
+	rsk_progress_init_();
 	/* No handler of this thread may run into the lock it holds. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &saved);
@@ -563,9 +571,6 @@ void rsk_init_once(void)
 		exit_key_alloc_free = 1;
 #endif
 	}
-	/* The gates' fork handlers first (see internal.h). */
-	rsk_progress_init_();
-	pthread_atfork(NULL, NULL, registry_atfork_child);
 
 	/* Publish the offset only once everything else is decided: the
 	 * inline fast paths start using it as soon as it is nonzero. */
