@@ -95,8 +95,24 @@
  * compiler barriers around the public primitives, and the structures read
  * their data only through atomics or out of line.
  *
- * Part operations (optional, RSK_ARCH_HAS_PART_OPS, x86-64): statement
- * macros that read the index inside the section; see arch/x86_64/parts.h.
+ * Optional sections that read the index themselves, inside the section
+ * (x86-64 has them all; other archs fall back to rsk_percpu_enter_() and
+ * the `_at` operations, or to the generic form of the caller):
+ *   RSK_ARCH_HAS_PART_OPS    add, compare-and-store, push and pop on
+ *                            slots of 1 << SHIFT bytes (the structures'
+ *                            parts): arch/x86_64/parts.h
+ *   RSK_ARCH_HAS_STRIDE_OPS  the gated add of per-CPU memory (copies
+ *                            1 << SHIFT apart) and the counted arrays of
+ *                            a run-time stride (the pointer buffer's):
+ *                            arch/x86_64/parts.h
+ *   RSK_ARCH_HAS_COUNTED_COPY the counted arrays with items of 1, 2, 4 or
+ *                            8 words copied unrolled (the copy buffer's):
+ *                            arch/x86_64/copy.h
+ *   RSK_ARCH_HAS_REGION_OPS  pop and push on the counted arrays of a
+ *                            per-index region 1 << SHIFT bytes long (the
+ *                            allocator's caches): arch/x86_64/parts.h
+ * Each is a statement with exits to its caller's labels, made an
+ * expression by RSK_PERCPU_SECTION_ (<rseqkit/percpu.h>).
  */
 #ifndef RSEQKIT_ARCH_H
 #define RSEQKIT_ARCH_H
