@@ -45,6 +45,17 @@
  * point is refused.  The string is also what scripts read, from the
  * binary of any architecture without running it (tests/qemu/check-cross.sh):
  * "rseqkit-stress injection points: " then TEST=POINTS;... .
+ *
+ * A new test letter goes in: this string; struct options' comment; the
+ * -T check, usage() and test_name[] (main() and above it); the switch
+ * that creates the structure in main(), its worker in one_rep(), its
+ * check after the run and its destroy at the end of main().  The two
+ * switches end in `default:` for the copy buffer (-T m), and the item
+ * check after the run covers every letter not excluded there: give a new
+ * letter its own case, and exclude it from check_items() unless its
+ * structure holds the items.  seed_items() and handler_ops() take it if
+ * its structure holds items.  The scripts and the man page that name the
+ * letters: doc/HACKING.md, "Adding a structure".
  */
 #if defined(__x86_64__) || defined(__i386__)
 #define POINTS_ADD "1 2"

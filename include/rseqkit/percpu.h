@@ -107,7 +107,9 @@
  * in the child, and at dlclose() and thread exit: each structure's man
  * page.
  *
- * Adding a structure: doc/GUIDE.md, "Adding a structure".
+ * Adding a structure: the code is the skeleton of doc/GUIDE.md, "Adding a
+ * structure"; every file a new structure touches is listed in
+ * doc/HACKING.md, "Adding a structure".
  */
 #ifndef RSEQKIT_PERCPU_H
 #define RSEQKIT_PERCPU_H

@@ -18,8 +18,12 @@
  *
  * Adding a family: write a file with its rows (a table of struct impl),
  * a `const struct family fam_<name>` and add it to the registry in
- * main.c.  Adding a row: a function doing `n` operations (and, if needed,
- * setup/check/teardown) and one line in its family's table.
+ * main.c (and, if it has loops over the library's operations, include it
+ * from ungated.c).  Adding a row: a function doing `n` operations (and,
+ * if needed, setup/check/teardown) and one line in its family's table.
+ * A new op also gets its line in report.c's opnote() and in
+ * man/rseqkit-bench.1; its yardstick rows (YS_ROWS) a line in the pairs[]
+ * of report.c's ys_report().
  *
  * Ungated rows.  A family's loops over the library's operations come
  * first in its file, each declared with BENCH_LOOP_DECL(name) and defined
