@@ -8,6 +8,7 @@
 #     against the library's framework (src/internal.h, the injection build
 #     of the library) with a small main, and runs it - threads raising
 #     per-CPU maxima, checked exactly - as is and with RSEQKIT_DISABLE=1;
+#     its header block also compiles as ISO C++ (as every header must);
 #   - section 11's pattern for users, a structure of their own in a pool,
 #     is its complete example (examples/quota.c; docs.sh checks the GUIDE
 #     shows that file): built against an installed copy alone (make
@@ -22,7 +23,7 @@ BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 CC=${CC:-cc}
 
-echo "1..7"
+echo "1..8"
 st=0
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rseqkit-skeleton.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT INT TERM
@@ -40,6 +41,7 @@ else
 	echo "not ok 1 - no C blocks found in the GUIDE's section 'Adding a structure'"
 	echo "not ok 2 - build # nothing to build"
 	echo "not ok 3 - run # nothing to run"
+	echo "not ok 4 - C++ # nothing to compile"
 	return 1
 fi
 
@@ -98,6 +100,7 @@ else
 	echo "not ok 2 - the skeleton does not build"
 	sed 's/^/# /' "$dir/cc.log"
 	echo "not ok 3 - run # not built"
+	echo "not ok 4 - C++ # not built"
 	return 1
 fi
 
@@ -113,6 +116,26 @@ if [ $fail -eq 0 ]; then
 	echo "ok 3 - the skeleton's maxima are exact, with and without rseq"
 else
 	echo "not ok 3 - the skeleton's maxima are wrong"
+	echo "not ok 4 - C++ # not checked"
+	return 1
+fi
+
+# Its header (the first block) goes in include/rseqkit/, where
+# tests/cxx.sh compiles every header as ISO C++: so must it.
+awk '/^## [0-9]+\. Adding a structure/ { on = 1; next }
+     on && /^## / { on = 0 }
+     on && /^```c$/ { n++; code = 1; next }
+     on && /^```$/ { code = 0; next }
+     on && code && n == 1 { print }' "$ROOT/doc/GUIDE.md" >"$dir/skeleton.h"
+printf '#include "skeleton.h"\nint main() { return 0; }\n' >"$dir/hdr.cc"
+if ! command -v g++ >/dev/null 2>&1; then
+	echo "ok 4 # SKIP g++ not installed: the skeleton's header not compiled as C++ [pkg g++]"
+elif g++ -std=c++17 -pedantic-errors -Wall -Wextra -Werror -D_GNU_SOURCE -I"$ROOT/include" \
+	-I"$dir" -fsyntax-only "$dir/hdr.cc" >"$dir/cxx.log" 2>&1; then
+	echo "ok 4 - the skeleton's header compiles as ISO C++ (g++ -std=c++17 -pedantic-errors)"
+else
+	echo "not ok 4 - the skeleton's header is not valid ISO C++, as tests/cxx.sh requires of headers"
+	sed 's/^/# /' "$dir/cxx.log" | head -n 20
 	return 1
 fi
 }
@@ -126,9 +149,9 @@ bad=$(echo "$sec11" | awk 'BEGIN { RS = "" } { p = $0; gsub(/\n/, " ", p) }
 	tolower(p) ~ /section 13|internal\.h|rsk_percpu_slow|rsk_percpu_kind/ &&
 	p !~ /not installed/ { print p }')
 if [ -n "$sec11" ] && [ -z "$bad" ] && echo "$sec11" | grep -q 'examples/quota.c'; then
-	echo "ok 4 - GUIDE section 11 points users at its installed-copy pattern, not at src/internal.h"
+	echo "ok 5 - GUIDE section 11 points users at its installed-copy pattern, not at src/internal.h"
 else
-	echo "not ok 4 - GUIDE section 11 sends users to code that needs the uninstalled src/internal.h"
+	echo "not ok 5 - GUIDE section 11 sends users to code that needs the uninstalled src/internal.h"
 	echo "$bad" | cut -c1-300 | sed 's/^/# /'
 	st=1
 fi
@@ -141,23 +164,23 @@ rc=$?
 hdr=$(find "$inst" -path '*/include/rseqkit/rseqkit.h' | head -n 1)
 lib=$(find "$inst" -name librseqkit.a | head -n 1)
 if [ $rc -eq 0 ] && [ -n "$hdr" ] && [ -n "$lib" ]; then
-	echo "ok 5 - make install DESTDIR=<tmp> (headers in ${hdr#"$inst"}, ${lib#"$inst"})"
+	echo "ok 6 - make install DESTDIR=<tmp> (headers in ${hdr#"$inst"}, ${lib#"$inst"})"
 else
-	echo "not ok 5 - make install DESTDIR=<tmp> (exit $rc)"
+	echo "not ok 6 - make install DESTDIR=<tmp> (exit $rc)"
 	tail -n 20 "$dir/install.log" | sed 's/^/# /'
-	echo "not ok 6 - build # not installed"
-	echo "not ok 7 - run # not installed"
+	echo "not ok 7 - build # not installed"
+	echo "not ok 8 - run # not installed"
 	exit 1
 fi
 incdir=${hdr%/rseqkit/rseqkit.h}
 # From $dir: nothing of the source tree is on the include path.
 if (cd "$dir" && $CC -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror $CFLAGS -I"$incdir" \
 	-o quota "$ROOT/examples/quota.c" "$lib" -pthread >"$dir/quota-cc.log" 2>&1); then
-	echo "ok 6 - section 11's pattern (examples/quota.c) builds against the installed copy alone"
+	echo "ok 7 - section 11's pattern (examples/quota.c) builds against the installed copy alone"
 else
-	echo "not ok 6 - section 11's pattern does not build against the installed copy"
+	echo "not ok 7 - section 11's pattern does not build against the installed copy"
 	sed 's/^/# /' "$dir/quota-cc.log" | head -n 20
-	echo "not ok 7 - run # not built"
+	echo "not ok 8 - run # not built"
 	exit 1
 fi
 fail=0
@@ -169,9 +192,9 @@ for env in "" RSEQKIT_DISABLE=1; do
 	fi
 done
 if [ $fail -eq 0 ]; then
-	echo "ok 7 - it runs exact, with and without rseq ($(head -n 1 "$dir/quota.log"))"
+	echo "ok 8 - it runs exact, with and without rseq ($(head -n 1 "$dir/quota.log"))"
 else
-	echo "not ok 7 - section 11's pattern, installed, is wrong"
+	echo "not ok 8 - section 11's pattern, installed, is wrong"
 	st=1
 fi
 exit $st
