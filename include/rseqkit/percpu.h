@@ -35,8 +35,8 @@
  *    gate, so they are safe while that CPU's threads run.
  *  - The exception is the counter, whose parts need no gate: a thread
  *    without a section adds to another word of the part atomically, and
- *    an exchange moves a third (<rseqkit/counter.h>).  Its gate word is
- *    never closed; on x86-64 it is there for the guard parts only.
+ *    an exchange moves a third (<rseqkit/counter.h>).  Its parts have
+ *    no gate word.
  *
  * Fast path.  Only the first attempt of an operation is inline (always: a
  * call would cost as much as the section); whatever it did not finish -
@@ -69,7 +69,9 @@
  * head (its gate word is index_offset_, 4 or 24, and fast_nr_), part[-2]
  * the 128 bytes before it, all ones.  Such a section leaves through
  * `stopped`, and the slow path, seeing the thread's index out of range,
- * treats it as RSK_NO_INDEX.  The area offset is still tested (0: no
+ * treats it as RSK_NO_INDEX.  The sections that test no gate (the
+ * counter's add, the spinlock's compare-and-store) leave through
+ * `stopped` on the sign of the scaled index instead.  The area offset is still tested (0: no
  * rseq in the process), outside the section.  The mempool's counter
  * section (RSK_ARCH_HAS_STRIDE_OPS) relies on the same two values, with
  * two guard strides below the pool's gates (src/alloc/percpu_memory.c).
