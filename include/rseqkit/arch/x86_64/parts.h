@@ -77,16 +77,19 @@
 	"movslq %%fs:(%[area], %[ioff]), %[pos]\n\t"                            \
 	"shlq %[shift], %[pos]\n\t"                                            \
 	"js %l[stopped]\n\t" RSK_INJECT_ASM(2)
-#define RSK_X64_PART_IN(area_, ioff_, base_, shift_, vdisp_, gdisp_)            \
+/* The inputs of the ungated operations, and with the gate's displacement
+ * those of the gated ones. */
+#define RSK_X64_PART_IN_UNGATED(area_, ioff_, base_, shift_, vdisp_)            \
 	[area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), [base] "r"(base_),  \
-		[shift] "i"(shift_), [vdisp] "i"(vdisp_), [gdisp] "i"(gdisp_)
+		[shift] "i"(shift_), [vdisp] "i"(vdisp_)
+#define RSK_X64_PART_IN(area_, ioff_, base_, shift_, vdisp_, gdisp_)            \
+	RSK_X64_PART_IN_UNGATED(area_, ioff_, base_, shift_, vdisp_), [gdisp] "i"(gdisp_)
 
 #define RSK_ARCH_PART_ADD(area_, ioff_, base_, pos_, shift_, vdisp_, count_)  \
 	RSK_X64_PART_SECTION(, RSK_X64_PART_ENTER_UNGATED,                      \
 			     "addq %[count], %c[vdisp](%[base], %[pos])\n",     \
 			     (, [pos] "=&r"(pos_)),                             \
-			     ([area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), \
-			      [base] "r"(base_), [shift] "i"(shift_), [vdisp] "i"(vdisp_), \
+			     (RSK_X64_PART_IN_UNGATED(area_, ioff_, base_, shift_, vdisp_), \
 			      [count] "re"(count_)),                            \
 			     ("cc"), aborted, stopped)
 
@@ -198,8 +201,7 @@
 			     "jnz %l[cmpfail]\n\t" RSK_INJECT_ASM(3)            \
 			     "movq %[newv], %c[vdisp](%[base], %[pos])\n",      \
 			     (, [pos] "=&r"(pos_)),                             \
-			     ([area] "r"(area_), [ioff] "r"((uintptr_t)(ioff_)), \
-			      [base] "r"(base_), [shift] "i"(shift_), [vdisp] "i"(vdisp_), \
+			     (RSK_X64_PART_IN_UNGATED(area_, ioff_, base_, shift_, vdisp_), \
 			      [expect] "re"(expect_), [newv] "re"(newv_)),      \
 			     ("cc"), cmpfail, aborted, stopped)
 
