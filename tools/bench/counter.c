@@ -337,8 +337,8 @@ static int ys_c4_check_hand(void *sh, struct thr *t, int n, char *err, size_t le
  * library's add checks for its guarantees, to show what each costs.
  * "hand+gate" stops a thread that is not registered by testing the part's
  * gate word in the section instead of the sign of its index (what a gated
- * section pays: the counter's has no gate); "hand+guards" is the
- * hand-guaranteed add (the sign test) with the three tests rseqkit's
+ * section pays: the counter's has no gate); "hand+guards" is the add
+ * with the sign test, as the library's, and the three tests rseqkit's
  * inline add makes before its section: a NULL structure (-EINVAL), an
  * area offset of 0 (no rseq in the process: the fallback) and the index
  * field read from the structure (the index mode, fixed at creation but
