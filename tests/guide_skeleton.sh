@@ -28,13 +28,18 @@ st=0
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rseqkit-skeleton.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT INT TERM
 
-skeleton() {
-# The ```c blocks between that heading and the next "## " heading.
-awk '/^## [0-9]+\. Adding a structure/ { on = 1; next }
+# The ```c blocks between that heading and the next "## " heading; with
+# an argument N, only the N-th.
+blocks() {
+awk -v want="${1:-0}" '/^## [0-9]+\. Adding a structure/ { on = 1; next }
      on && /^## / { on = 0 }
-     on && /^```c$/ { code = 1; next }
+     on && /^```c$/ { n++; code = 1; next }
      on && /^```$/ { code = 0; next }
-     on && code { print }' "$ROOT/doc/GUIDE.md" >"$dir/skeleton.inc"
+     on && code && (want == 0 || n == want) { print }' "$ROOT/doc/GUIDE.md"
+}
+
+skeleton() {
+blocks >"$dir/skeleton.inc"
 if [ -s "$dir/skeleton.inc" ]; then
 	echo "ok 1 - the GUIDE's section 'Adding a structure' has the skeleton ($(wc -l <"$dir/skeleton.inc") lines)"
 else
@@ -122,11 +127,7 @@ fi
 
 # Its header (the first block) goes in include/rseqkit/, where
 # tests/cxx.sh compiles every header as ISO C++: so must it.
-awk '/^## [0-9]+\. Adding a structure/ { on = 1; next }
-     on && /^## / { on = 0 }
-     on && /^```c$/ { n++; code = 1; next }
-     on && /^```$/ { code = 0; next }
-     on && code && n == 1 { print }' "$ROOT/doc/GUIDE.md" >"$dir/skeleton.h"
+blocks 1 >"$dir/skeleton.h"
 printf '#include "skeleton.h"\nint main() { return 0; }\n' >"$dir/hdr.cc"
 if ! command -v g++ >/dev/null 2>&1; then
 	echo "ok 4 # SKIP g++ not installed: the skeleton's header not compiled as C++ [pkg g++]"
