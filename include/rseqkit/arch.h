@@ -106,8 +106,9 @@
  *                            a run-time stride (the pointer buffer's):
  *                            arch/x86_64/parts.h
  *   RSK_ARCH_HAS_COUNTED_COPY the counted arrays with items of 1, 2, 4 or
- *                            8 words copied unrolled (the copy buffer's):
- *                            arch/x86_64/copy.h
+ *                            8 words copied unrolled (the copy buffer's),
+ *                            and RSK_ARCH_COUNTED_COPY_RELEASE() to make
+ *                            a push a release: arch/x86_64/copy.h
  *   RSK_ARCH_HAS_REGION_OPS  pop and push on the counted arrays of a
  *                            per-index region 1 << SHIFT bytes long (the
  *                            allocator's caches): arch/x86_64/parts.h

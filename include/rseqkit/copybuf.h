@@ -234,6 +234,9 @@ RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_push_(struct rsk_copybuf *b, c
 	 * of another size takes the generic form. */
 	size_t sz = b->item_size;
 
+	/* The section orders nothing by itself: see RSK_COPYBUF_RELEASE. */
+	if (b->flags & RSK_COPYBUF_RELEASE)
+		RSK_ARCH_COUNTED_COPY_RELEASE();
 	/* The sizes with a section of their own, each branch likely if
 	 * reached: the size is the buffer's, so they go the same way each
 	 * time, and the first size costs one compare. */
@@ -289,7 +292,10 @@ RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
 		return -EINVAL;
-	if (RSK_PERCPU_LIKELY(rsk_copybuf_direct_(b, item))) {
+	/* A release push is out of line: its compiler barrier would make the
+	 * caller reload what it keeps in registers, whatever the buffer. */
+	if (RSK_PERCPU_LIKELY(rsk_copybuf_direct_(b, item) &&
+			      !(b->flags & RSK_COPYBUF_RELEASE))) {
 		r = rsk_copybuf_try_push_(b, (const intptr_t *)item, &idx, off);
 		if (RSK_PERCPU_LIKELY(r == RSK_OK))
 			return 0;

@@ -23,16 +23,23 @@
  * operation: the section reads them there.  idx is the index on success.
  * Both read the count inside the section, so nothing but the buffer's
  * constants is read before it, and the copy is of the slot the commit
- * publishes or releases.  The push is preceded
- * by a compiler barrier: every store before it (the item's, and what it
- * points to) is emitted before the section, which on x86 (TSO) makes the
- * commit a release; the push itself clobbers no memory (the slots and
- * the count are read in C only through atomics or out-of-line code), so
- * the caller's values stay in registers across it.  The pop clobbers
- * "memory": it writes the caller's item (a memory operand of the item's
- * size would do, but gcc 12 then warns of the sizes that the caller's
- * buffer does not select, on the branches it cannot rule out).  A pop
- * that does not commit may have written part of dst.
+ * publishes or releases.
+ *
+ * Neither clobbers "memory" (the slots and the count are read in C only
+ * through atomics or out-of-line code), so the caller's values stay in
+ * registers across them.  The item is a memory operand of unknown size
+ * and of type char, which may alias whatever type the caller stored it
+ * as: an input of the push (every store to it is emitted before the
+ * section) and an input and output of the pop (what the caller has
+ * cached of it is read again after).  A sized operand would say the
+ * item's bytes exactly, but gcc 12 then warns of the sizes that the
+ * caller's buffer does not select, on the branches it cannot rule out.
+ * A pop that does not commit may have written part of dst.
+ *
+ * The push orders nothing else.  RSK_ARCH_COUNTED_COPY_RELEASE(), put
+ * before it, makes its commit a release: a compiler barrier, so that
+ * every store before it (and what the item points to) is emitted before
+ * the section, which on x86 (TSO) is enough.
  */
 #ifndef RSK_ARCH_INSIDE
 #error "include <rseqkit/arch.h> (or <rseqkit/rseqkit.h>), not rseqkit/arch/x86_64/copy.h"
@@ -42,6 +49,7 @@
 
 #ifdef RSK_ARCH_HAS_STRIDE_OPS
 #define RSK_ARCH_HAS_COUNTED_COPY 1
+#define RSK_ARCH_COUNTED_COPY_RELEASE() RSK_X64_BARRIER()
 
 /* One word k of a copy: from k*8(s) to k*8(d), through tmp. */
 #define RSK_X64_CW(k, s, d)                                                    \
@@ -88,8 +96,7 @@
 
 #define RSK_ARCH_COUNTED_COPY_PUSH(area_, ioff_, hdr_, parts_, stride_, cap_, cdisp_, gdisp_, \
 				   sdisp_, W, src_, idx_)                       \
-	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_; intptr_t s_;           \
-			     RSK_X64_BARRIER() /* release: the item and all before */, \
+	RSK_X64_PART_SECTION(intptr_t p_; intptr_t cnt_; intptr_t s_,           \
 			     RSK_X64_COPY_ENTER,                                \
 			     "cmpq %c[cap](%[hdr]), %[cnt]\n\t"                 \
 			     "jae %l[cmpfail]\n\t"                              \
@@ -101,7 +108,8 @@
 			      [s] "=&r"(s_)),                                   \
 			     (RSK_X64_COPY_IN(area_, ioff_, hdr_, parts_, stride_, cdisp_, \
 					      gdisp_, sdisp_),                  \
-			      [cap] "i"(cap_), [src] "r"(src_)),                \
+			      [cap] "i"(cap_), [src] "r"(src_),                 \
+			      "m"(*(const char(*)[])(src_))),                   \
 			     ("cc"), cmpfail, aborted, stopped)
 
 #define RSK_ARCH_COUNTED_COPY_POP(area_, ioff_, hdr_, parts_, stride_, cdisp_, gdisp_, sdisp_, \
@@ -115,11 +123,11 @@
 			     RSK_INJECT_ASM(3)                                  \
 			     "movq %[cnt], %c[cdisp](%[p])\n",                  \
 			     (, [idx] "=&r"(idx_), [p] "=&r"(p_), [cnt] "=&r"(cnt_), \
-			      [s] "=&r"(s_)),                                   \
+			      [s] "=&r"(s_), "+m"(*(char(*)[])(dst_))),         \
 			     (RSK_X64_COPY_IN(area_, ioff_, hdr_, parts_, stride_, cdisp_, \
 					      gdisp_, sdisp_),                  \
 			      [dst] "r"(dst_)),                                 \
-			     ("memory", "cc"), cmpfail, aborted, stopped)
+			     ("cc"), cmpfail, aborted, stopped)
 
 #endif /* RSK_ARCH_HAS_STRIDE_OPS */
 #endif /* RSEQKIT_ARCH_X86_64_COPY_H */
