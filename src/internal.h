@@ -110,8 +110,9 @@ void rsk_stats_init(int ncpus);
 /*
  * Injection builds: rsk_inject_activation(step) runs at each step of a
  * thread's activation (its first call), so that tests can fire a signal
- * there whose handler makes the first call itself.  The library's default
- * does nothing.
+ * there whose handler makes the first call itself.  Step 6 runs with the
+ * registry lock held and every signal blocked, so that a test can fork()
+ * while a thread holds that lock.  The library's default does nothing.
  */
 #if RSK_INJECTING
 void rsk_inject_activation(int step);

@@ -19,7 +19,9 @@
 #include "harness.h"
 
 #define MAX_CPUS 1024
-#define STEPS 5 /* rsk_inject_activation() steps 1..5, see src/runtime/runtime.c */
+/* rsk_inject_activation() steps 1..5, see src/runtime/runtime.c (step 6
+ * runs with every signal blocked: a signal raised there waits) */
+#define STEPS 5
 
 static int cpus[MAX_CPUS], ncpus;
 static const struct test_mode *mode;

@@ -157,6 +157,7 @@ static void record_thread(struct rsk_abi_area *area)
 		return; /* (set once, by this thread; cleared only at its exit) */
 	RSK_INJECT_ACTIVATION(4);
 	registry_take(&saved);
+	RSK_INJECT_ACTIVATION(6); /* the lock held: tests/fork_registry.c */
 	if (!self.recorded) {
 		self.area = area;
 		self.next = registry;
