@@ -61,6 +61,14 @@
 #define RSK_X64_COPY_8(s, d)                                                   \
 	RSK_X64_COPY_4(s, d) RSK_X64_CW(4, s, d) RSK_X64_CW(5, s, d)           \
 	RSK_X64_CW(6, s, d) RSK_X64_CW(7, s, d)
+/* The W-word item at p as a memory operand of char (see above): of
+ * unknown size for gcc, of W words for clang, which takes no operand of
+ * an incomplete type. */
+#ifdef __clang__
+#define RSK_X64_ITEM(type, W, p) (*(type(*)[(W) * 8])(p))
+#else
+#define RSK_X64_ITEM(type, W, p) (*(type(*)[])(p))
+#endif
 /* log2 of a W-word item's bytes: the slot's offset is count << it. */
 #define RSK_X64_ITEM_SHIFT_1 "3"
 #define RSK_X64_ITEM_SHIFT_2 "4"
@@ -109,7 +117,7 @@
 			     (RSK_X64_COPY_IN(area_, ioff_, hdr_, parts_, stride_, cdisp_, \
 					      gdisp_, sdisp_),                  \
 			      [cap] "i"(cap_), [src] "r"(src_),                 \
-			      "m"(*(const char(*)[])(src_))),                   \
+			      "m"(RSK_X64_ITEM(const char, W, src_))),          \
 			     ("cc"), cmpfail, aborted, stopped)
 
 #define RSK_ARCH_COUNTED_COPY_POP(area_, ioff_, hdr_, parts_, stride_, cdisp_, gdisp_, sdisp_, \
@@ -123,7 +131,7 @@
 			     RSK_INJECT_ASM(3)                                  \
 			     "movq %[cnt], %c[cdisp](%[p])\n",                  \
 			     (, [idx] "=&r"(idx_), [p] "=&r"(p_), [cnt] "=&r"(cnt_), \
-			      [s] "=&r"(s_), "+m"(*(char(*)[])(dst_))),         \
+			      [s] "=&r"(s_), "+m"(RSK_X64_ITEM(char, W, dst_))), \
 			     (RSK_X64_COPY_IN(area_, ioff_, hdr_, parts_, stride_, cdisp_, \
 					      gdisp_, sdisp_),                  \
 			      [dst] "r"(dst_)),                                 \
