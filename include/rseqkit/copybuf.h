@@ -125,19 +125,19 @@ static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *i
 #if defined(RSK_ARCH_HAS_COUNTED_COPY) && defined(RSK_ARCH_HAS_STRIDE_OPS) && !defined(RSK_TSAN) && \
 	!defined(RSEQKIT_ANALYZER)
 #define RSK_COPYBUF_SECTION_ 1
-#define RSK_COPYBUF_COPY_(b, off, OP, W, ptr, i)                              \
-	RSK_PERCPU_SECTION_(RSK_COPYBUF_##OP##_W_(b, off, W, ptr, i))
-#define RSK_COPYBUF_PUSH_W_(b, off, W, ptr, i)                                 \
+#define RSK_COPYBUF_COPY_(b, off, OP, W, ptr, part)                           \
+	RSK_PERCPU_SECTION_(RSK_COPYBUF_##OP##_W_(b, off, W, ptr, part))
+#define RSK_COPYBUF_PUSH_W_(b, off, W, ptr, part)                              \
 	RSK_ARCH_COUNTED_COPY_PUSH(rsk_arch_area_of(off), (b)->index_offset_, (b),        \
 				   offsetof(struct rsk_copybuf, parts),                 \
 				   offsetof(struct rsk_copybuf, stride),                \
 				   offsetof(struct rsk_copybuf, capacity), RSK_COPYBUF_CDISP_, \
-				   RSK_COPYBUF_GDISP_, RSK_COPYBUF_SDISP_, W, ptr, i)
-#define RSK_COPYBUF_POP_W_(b, off, W, ptr, i)                                  \
+				   RSK_COPYBUF_GDISP_, RSK_COPYBUF_SDISP_, W, ptr, part)
+#define RSK_COPYBUF_POP_W_(b, off, W, ptr, part)                               \
 	RSK_ARCH_COUNTED_COPY_POP(rsk_arch_area_of(off), (b)->index_offset_, (b),         \
 				  offsetof(struct rsk_copybuf, parts),                  \
 				  offsetof(struct rsk_copybuf, stride), RSK_COPYBUF_CDISP_, \
-				  RSK_COPYBUF_GDISP_, RSK_COPYBUF_SDISP_, W, ptr, i)
+				  RSK_COPYBUF_GDISP_, RSK_COPYBUF_SDISP_, W, ptr, part)
 /* The bytes of a W-word item. */
 #define RSK_COPYBUF_W_(W) ((W) * sizeof(intptr_t))
 #define RSK_COPYBUF_CDISP_ offsetof(struct rsk_copybuf_part, count)
@@ -201,22 +201,22 @@ RSK_PERCPU_INLINE enum rsk_result rsk_copybuf_try_pop_at_(struct rsk_copybuf *b,
 #ifdef RSK_COPYBUF_SECTION_
 /* One attempt through the counted copy section for W-word items: its
  * result, RSK_CMPFAIL turned into the count's answer `none` (RSK_FULL or
- * RSK_EMPTY), *idx set on RSK_OK (the index passed the section's sign
- * test). */
+ * RSK_EMPTY), *idx set on RSK_OK.  The section leaves the part's address:
+ * the index is its distance from part 0 in strides, a division that only
+ * the slow path's attempts keep (rsk_copybuf_push and _pop drop idx). */
 #define RSK_COPYBUF_TRY_(b, off, OP, W, ptr, idx, none)                       \
 	__extension__({                                                        \
 		enum rsk_result r_;                                            \
-		intptr_t i_;                                                   \
+		intptr_t part_;                                                \
 		/* No rseq in the process: arming would write the TCB. */      \
 		if (RSK_PERCPU_UNLIKELY((off) == 0)) {                         \
 			r_ = RSK_NO_INDEX;                                     \
 		} else {                                                       \
 			RSK_INJECT_C(7);                                       \
-			r_ = RSK_COPYBUF_COPY_(b, off, OP, W, ptr, i_);        \
+			r_ = RSK_COPYBUF_COPY_(b, off, OP, W, ptr, part_);     \
 			if (RSK_PERCPU_LIKELY(r_ == RSK_OK)) {                 \
-				if (i_ < 0 || i_ > INT32_MAX)                  \
-					__builtin_unreachable();               \
-				*(idx) = (int)i_;                              \
+				*(idx) = (int)((size_t)(part_ - (intptr_t)(b)->parts) / \
+					       (b)->stride);                   \
 			} else if (r_ == RSK_CMPFAIL) {                        \
 				r_ = (none);                                   \
 			}                                                      \
