@@ -143,6 +143,13 @@ static inline int rsk_copybuf_direct_(const struct rsk_copybuf *b, const void *i
 #define RSK_COPYBUF_CDISP_ offsetof(struct rsk_copybuf_part, count)
 #define RSK_COPYBUF_GDISP_ offsetof(struct rsk_copybuf_part, gate)
 #define RSK_COPYBUF_SDISP_ offsetof(struct rsk_copybuf_part, item)
+/* The flags whose pushes rsk_copybuf_push() sends out of line: the
+ * counted section's release is a compiler barrier, which would make the
+ * caller reload what it keeps in registers, whatever the buffer.  (The
+ * generic form's release is an instruction of its own, inline.) */
+#define RSK_COPYBUF_OUT_OF_LINE_ RSK_COPYBUF_RELEASE
+#else
+#define RSK_COPYBUF_OUT_OF_LINE_ 0u
 #endif
 
 /* The generic form: see above. */
@@ -292,10 +299,8 @@ RSK_PERCPU_INLINE int rsk_copybuf_push(struct rsk_copybuf *b, const void *item)
 
 	if (RSK_PERCPU_UNLIKELY(b == NULL || item == NULL))
 		return -EINVAL;
-	/* A release push is out of line: its compiler barrier would make the
-	 * caller reload what it keeps in registers, whatever the buffer. */
 	if (RSK_PERCPU_LIKELY(rsk_copybuf_direct_(b, item) &&
-			      !(b->flags & RSK_COPYBUF_RELEASE))) {
+			      !(b->flags & RSK_COPYBUF_OUT_OF_LINE_))) {
 		r = rsk_copybuf_try_push_(b, (const intptr_t *)item, &idx, off);
 		if (RSK_PERCPU_LIKELY(r == RSK_OK))
 			return 0;

@@ -29,13 +29,14 @@
  *
  * Neither clobbers "memory" (the slots and the count are read in C only
  * through atomics or out-of-line code), so the caller's values stay in
- * registers across them.  The item is a memory operand of unknown size
- * and of type char, which may alias whatever type the caller stored it
- * as: an input of the push (every store to it is emitted before the
- * section) and an input and output of the pop (what the caller has
- * cached of it is read again after).  A sized operand would say the
+ * registers across them.  The item is a memory operand of type char,
+ * which may alias whatever type the caller stored it as: an input of the
+ * push (every store to it is emitted before the section) and an input
+ * and output of the pop (what the caller has cached of it is read again
+ * after).  With gcc its size is unknown: a sized operand would say the
  * item's bytes exactly, but gcc 12 then warns of the sizes that the
  * caller's buffer does not select, on the branches it cannot rule out.
+ * clang takes no operand of an incomplete type: it gets the W words.
  * A pop that does not commit may have written part of dst.
  *
  * The push orders nothing else.  RSK_ARCH_COUNTED_COPY_RELEASE(), put
@@ -63,19 +64,17 @@
 #define RSK_X64_COPY_8(s, d)                                                   \
 	RSK_X64_COPY_4(s, d) RSK_X64_CW(4, s, d) RSK_X64_CW(5, s, d)           \
 	RSK_X64_CW(6, s, d) RSK_X64_CW(7, s, d)
-/* The W-word item at p as a memory operand of char (see above): of
- * unknown size for gcc, of W words for clang, which takes no operand of
- * an incomplete type. */
+/* The W-word item at p as a memory operand of char (see above). */
 #ifdef __clang__
 #define RSK_X64_ITEM(type, W, p) (*(type(*)[(W) * 8])(p))
 #else
 #define RSK_X64_ITEM(type, W, p) (*(type(*)[])(p))
 #endif
 /* The index, read into p to be scaled.  clang 14 spills the caller's
- * values around a section of 9 registers: with clang p is the only
- * register the index takes (its copy loops run 3-9% faster).  gcc reads
- * it into a scratch register first, as its loops run no faster without
- * (make bench, the yardstick's copybuf rows). */
+ * values around a section of 9 registers, so with clang p is the only
+ * register the index takes; gcc's copy loops are no faster that way, and
+ * it reads the index into a scratch register first (make bench, the
+ * yardstick's copybuf rows). */
 #ifdef __clang__
 #define RSK_X64_COPY_INDEX                                                     \
 	"movslq %%fs:(%[area], %[ioff]), %[p]\n\t"                             \
