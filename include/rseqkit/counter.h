@@ -107,15 +107,16 @@ RSK_PERCPU_INLINE int rsk_counter_add(struct rsk_counter *c, intptr_t count)
 	enum rsk_result r;
 	int idx;
 
+	/* No rseq: straight to the slow path, tested first.  In the
+	 * section's statement (where it stays for the try_ callers, and
+	 * folds away here) its exit joins the section's, and gcc then
+	 * copies a register back and forth in every pass of a caller's
+	 * loop of adds; ahead of the NULL test, gcc and clang both take it
+	 * out of such a loop. */
+	if (RSK_PERCPU_UNLIKELY(off == 0))
+		return c == NULL ? -EINVAL : rsk_counter_slow_(c, count, RSK_NO_INDEX);
 	if (RSK_PERCPU_UNLIKELY(c == NULL))
 		return -EINVAL;
-	/* No rseq: straight to the slow path.  Tested here as well as in
-	 * the section's statement (for the try_ callers), where the copy
-	 * folds away: with the test's exit joined to the section's, gcc
-	 * copies a register back and forth in every pass of a caller's
-	 * loop of adds (a cycle per 4 adds in counter-add4). */
-	if (RSK_PERCPU_UNLIKELY(off == 0))
-		return rsk_counter_slow_(c, count, RSK_NO_INDEX);
 	r = rsk_counter_try_(c, count, &idx, off);
 	if (RSK_PERCPU_LIKELY(r == RSK_OK))
 		return 0;
