@@ -665,7 +665,7 @@ static void signal_on_own_gate(void)
  * (RSEQKIT_DISABLE=1: every operation on its slow path, as under valgrind,
  * seccomp or an old kernel, where a handler is likeliest to interrupt its
  * own thread's gate), its points relayed here: N_SIGNAL_SLOW of them. */
-#define N_SIGNAL_SLOW (1 + N_SIGNAL + 1)
+#define N_SIGNAL_SLOW (2 + N_SIGNAL + 1)
 static void disable_rseq(const void *arg)
 {
 	(void)arg;
@@ -687,6 +687,22 @@ static void signal_without_rseq(void)
 	relay_child("RSEQKIT_DISABLE=1", &cs);
 	while (tap_n < first + N_SIGNAL_SLOW) /* the plan stays right */
 		tap_ok(0, "[RSEQKIT_DISABLE=1] a point the child did not reach");
+}
+
+/* In signal_without_rseq()'s child: the inline operations' NULL
+ * structures get -EINVAL without rseq too, where the no-rseq test may
+ * come before the NULL test (rsk_counter_add()). */
+static void null_without_rseq(void)
+{
+	struct rsk_stack_node node, *top;
+	intptr_t item[2] = {0, 0};
+	void *out;
+
+	tap_ok(rsk_counter_add(NULL, 1) == -EINVAL && rsk_stack_push(NULL, &node) == -EINVAL &&
+		       rsk_stack_pop(NULL, &top) == -EINVAL && rsk_ptrbuf_push(NULL, &node) == -EINVAL &&
+		       rsk_ptrbuf_pop(NULL, &out) == -EINVAL && rsk_copybuf_push(NULL, item) == -EINVAL &&
+		       rsk_copybuf_pop(NULL, item) == -EINVAL,
+	       "without rseq: counter add, stack, ptrbuf and copybuf push and pop of NULL -EINVAL");
 }
 
 /* Resident memory of this process, from /proc/self/statm; 0 if unknown. */
@@ -817,10 +833,11 @@ int main(int argc, char **argv)
 	sched_setaffinity(0, sizeof(one), &one);
 
 	if (signal_child) { /* signal_without_rseq()'s child */
-		tap_plan(1 + N_SIGNAL);
+		tap_plan(2 + N_SIGNAL);
 		tap_ok(!st.available && rsk_index(RSK_INDEX_CPU) < 0,
 		       "rseq unavailable (%s): every operation takes its slow path",
 		       st.reason ? st.reason : "?");
+		null_without_rseq();
 		signal_on_own_gate();
 		return tap_done();
 	}
